@@ -1,0 +1,206 @@
+"""Command line: `advisor analyze|inspect|report|rules|rule`.
+
+Exit codes: 0 done, 1 the run or input was incomplete/bad (what was captured is kept),
+2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import orjson
+from rich.console import Console
+
+from advisor import pipeline, rundir
+
+err = Console(stderr=True, highlight=False)
+
+
+def _fail(msg: str, code: int = 1) -> int:
+    err.print(f"[bold red]advisor:[/] {msg}", markup=True, highlight=False, soft_wrap=True)
+    return code
+
+
+def _add_analyze_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", help="run directory to create (default: reports/<time>-<script>)")
+    p.add_argument("--warmup", type=int, default=5, help="steps run before profiling (default 5)")
+    p.add_argument("--profile-steps", type=int, default=3, help="steps profiled (default 3)")
+    p.add_argument("--steps", type=int, default=20, help="steps timed without the profiler (default 20)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds before the script is stopped (default 1800)")
+    p.add_argument("--step-timeout", type=float, default=300.0,
+                   help="seconds allowed to reach the first training step (default 300)")
+    p.add_argument("--no-memory", action="store_true", help="do not record memory events in the trace")
+    p.add_argument("--with-stack", action="store_true", help="record Python stacks in the trace (larger)")
+    p.add_argument("--no-trials", action="store_true", help="diagnose only; do not trial fixes")
+    p.add_argument("--fix", help="trial only these fixes (comma-separated)")
+    p.add_argument("--budget", type=float, default=15.0, help="minutes for trials (default 15)")
+    p.add_argument("--rules", action="append", default=[], metavar="DIR", help="extra rule directory")
+    p.add_argument("--json", action="store_true", help="print machine-readable results on stdout")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="advisor", description="Profiling-driven performance advisor for PyTorch training.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("analyze", help="run a training script under the profiler and report where time goes",
+                       usage="advisor analyze [options] SCRIPT [script args...]")
+    _add_analyze_options(a)
+    a.add_argument("script", help="the training script, run as `python SCRIPT args...` would")
+    a.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script untouched")
+    i = sub.add_parser("inspect", help="analyze existing traces without running anything")
+    i.add_argument("traces", nargs="+", help="trace file (.json/.json.gz), run directory or TensorBoard log dir")
+    i.add_argument("--rules", action="append", default=[], metavar="DIR")
+    i.add_argument("--json", action="store_true")
+    r = sub.add_parser("report", help="re-render a run's report from its run.json")
+    r.add_argument("run")
+    sub.add_parser("rules", help="list the rule catalogue")
+    rc = sub.add_parser("rule", help="print one rule's documentation")
+    rc.add_argument("code")
+    return parser
+
+
+def split_analyze_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Split `analyze` argv into advisor's options and the script's argv.
+
+    Everything from the first positional on belongs to the script — even `--help`.
+    """
+    p = argparse.ArgumentParser(add_help=False)
+    _add_analyze_options(p)
+    takes_value = {s for a in p._actions for s in a.option_strings if a.nargs != 0}
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--":
+            return argv[:i], argv[i + 1:]
+        if not tok.startswith("-") or tok == "-":
+            return argv[:i], argv[i:]
+        i += 2 if (tok in takes_value and "=" not in tok) else 1
+    return argv, []
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "analyze":
+        own, script_argv = split_analyze_argv(argv[1:])
+        if not script_argv:
+            _parser().parse_args(["analyze", *own])  # prints usage / help and exits
+            return _fail("analyze needs a script: advisor analyze [options] SCRIPT [args...]", 2)
+        ns = _parser().parse_args(["analyze", *own, script_argv[0]])
+        return cmd_analyze(ns, script_argv[0], script_argv[1:])
+    ns = _parser().parse_args(argv)
+    return {"inspect": cmd_inspect, "report": cmd_report, "rules": cmd_rules, "rule": cmd_rule}[ns.command](ns)
+
+
+def _progress(stage: str, step: int | None, info: dict | None = None) -> None:
+    text = {"started": "script started", "warmup": "warming up", "profile": "profiling",
+            "measure": "measuring without the profiler", "stopped": "stopping the script"}.get(stage, stage)
+    suffix = f" (step {step})" if step is not None else ""
+    err.print(f"[cyan]advisor ▸[/] {text}{suffix}", markup=True, highlight=False)
+
+
+def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> int:
+    from advisor.runner.parent import run_child, validate_script
+
+    problem = validate_script(script)
+    if problem:
+        return _fail(problem)
+    opts = pipeline.AnalyzeOptions(
+        warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, timeout=ns.timeout,
+        step_timeout=ns.step_timeout, out=ns.out, record_memory=not ns.no_memory,
+        with_stack=ns.with_stack, rules_dirs=ns.rules)
+    try:
+        run_dir = rundir.new_run_dir(script, ns.out)
+    except OSError as exc:
+        return _fail(str(exc))
+    spec = pipeline.make_spec(script, script_args, run_dir, opts)
+    err.print(f"[cyan]advisor ▸[/] run directory {run_dir}", markup=True, highlight=False)
+    child = run_child(spec, timeout=opts.timeout, step_timeout=opts.step_timeout, on_progress=_progress)
+    analysis, model, trace_err = pipeline.analyze_trace_files(run_dir, child.get("trace_files") or [])
+    extra = [trace_err] if trace_err and child.get("status") == "complete" else []
+    findings, skipped = pipeline.run_findings(model, analysis, child.get("config") or {},
+                                              child.get("environment") or {}, opts.rules_dirs)
+    doc = pipeline.build_run_document(spec, child, analysis, findings, skipped, extra)
+    rundir.write_json(run_dir / "run.json", doc)
+    _render(run_dir, doc)
+    if ns.json:
+        sys.stdout.buffer.write(orjson.dumps(pipeline.json_summary(doc), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        from advisor.report.terminal import print_summary
+        print_summary(doc, err)
+    if doc["status"] != "complete":
+        return _fail(f"run incomplete: {'; '.join(doc['incomplete_reasons']) or 'unknown'} (kept in {run_dir})")
+    return 0
+
+
+def _render(run_dir: Path, doc: dict) -> None:
+    from advisor.report.html import write_html
+    write_html(doc, run_dir / "index.html")
+
+
+def cmd_inspect(ns: argparse.Namespace) -> int:
+    from advisor.metrics import analyze
+    from advisor.trace import TraceError, load_traces
+
+    results = []
+    for target in ns.traces:
+        try:
+            models = load_traces(target)
+        except TraceError as exc:
+            return _fail(str(exc))
+        for model in models:
+            analysis = analyze(model)
+            env = pipeline.environment_from_trace(model)
+            findings, skipped = pipeline.run_findings(model, analysis, {}, env, ns.rules)
+            results.append({"trace": str(model.meta.get("trace_path")), "environment": env,
+                            "analysis": analysis, "findings": findings, "skipped_rules": skipped})
+    if ns.json:
+        sys.stdout.buffer.write(orjson.dumps(results if len(results) > 1 else _inspect_json(results[0]),
+                                             option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+    else:
+        from advisor.report.terminal import print_inspect
+        for res in results:
+            print_inspect(res, Console())
+    return 0
+
+
+def _inspect_json(res: dict) -> dict:
+    a = res["analysis"]
+    return {"trace": res["trace"], "step_time_ms": a.get("step_time_ms"), "breakdown": a.get("breakdown"),
+            "kernel_time_by_class": a.get("kernel_time_by_class"), **res}
+
+
+def cmd_report(ns: argparse.Namespace) -> int:
+    try:
+        path = rundir.find_run_json(ns.run)
+        doc = rundir.read_json(path)
+    except (OSError, ValueError) as exc:
+        return _fail(str(exc))
+    _render(path.parent, doc)
+    err.print(f"[cyan]advisor ▸[/] wrote {path.parent / 'index.html'}", markup=True, highlight=False)
+    return 0
+
+
+def cmd_rules(ns: argparse.Namespace) -> int:
+    from advisor.engine import load_rules
+    from rich.table import Table
+
+    table = Table("code", "name", "severity", "fix", title="advisor rules")
+    for rule in load_rules():
+        table.add_row(rule.code, rule.name, rule.severity, rule.fix or "")
+    Console().print(table)
+    return 0
+
+
+def cmd_rule(ns: argparse.Namespace) -> int:
+    from advisor.engine import load_rules
+
+    for rule in load_rules():
+        if rule.code.upper() == ns.code.upper() or rule.name == ns.code:
+            print(f"{rule.code} {rule.name}\n\n{rule.doc}")
+            return 0
+    return _fail(f"no rule {ns.code!r}; `advisor rules` lists them", 2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

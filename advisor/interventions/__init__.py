@@ -1,0 +1,46 @@
+"""Fixes applied at run time inside the child process, one module per fix.
+
+An intervention knows nothing about rules: a finding names the intervention that fixes it.
+Each module defines ``NAME``, ``CHANGES_NUMERICS``, ``describe(params) -> str``,
+``not_applicable(config, environment, params) -> str | None`` (why it cannot apply to this
+script, judged from the baseline's observed config) and ``apply(params) -> None``, which
+patches torch in the child before the user's script runs. The user's files are never
+edited; ``patch_for`` in advisor.patch writes the equivalent source edit for the user.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+MODULES = {
+    "amp": "amp",
+    "tf32": "tf32",
+    "channels-last": "channels_last",
+    "dataloader-workers": "dataloader",
+    "pin-memory": "dataloader",
+    "set-to-none": "set_to_none",
+    "fused-optimizer": "fused_optimizer",
+    "cudnn-benchmark": "cudnn_benchmark",
+    "torch-compile": "compile",
+    "batch-size": "batch_size",
+    "nan-loss": "nan_loss",
+}
+
+
+def get(name: str) -> ModuleType:
+    if name not in MODULES:
+        raise KeyError(f"no intervention {name!r}; known: {', '.join(sorted(MODULES))}")
+    return importlib.import_module(f"advisor.interventions.{MODULES[name]}")
+
+
+def apply_all(interventions: list[dict]) -> list[str]:
+    """Apply each {"name", "params"} in order; returns one description line per fix."""
+    lines = []
+    for item in interventions:
+        mod = get(item["name"])
+        params = dict(item.get("params") or {})
+        params.setdefault("_name", item["name"])
+        mod.apply(params)
+        lines.append(mod.describe(params))
+    return lines

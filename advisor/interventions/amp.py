@@ -1,0 +1,55 @@
+"""Autocast: run the forward pass and the loss in bf16 (fp16 where bf16 is unsupported).
+
+Autocast is entered at the first outermost module call of a step and left just before
+backward, so the loss computed outside the model is covered too, and backward runs
+outside autocast as PyTorch's AMP recipe prescribes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from advisor.interventions._patch import accelerator, before_backward, outermost_forward
+
+NAME = "amp"
+CHANGES_NUMERICS = True
+
+
+def _dtype(params) -> torch.dtype:
+    name = params.get("dtype") or "bfloat16"
+    return getattr(torch, name)
+
+
+def describe(params) -> str:
+    return f"autocast {params.get('dtype') or 'bfloat16'} around forward and loss"
+
+
+def not_applicable(config: dict, environment: dict, params: dict) -> str | None:
+    ac = (config.get("autocast") or {}).get("value") or {}
+    if ac.get("enabled", True) and ac.get("dtype"):
+        return f"the script already uses autocast ({ac.get('dtype')})"
+    if (params.get("dtype") or "bfloat16") == "float16":
+        return "fp16 autocast needs a GradScaler in the script's loop; bf16 is unsupported here, so AMP is suggest-only"
+    if environment.get("bf16_supported") is False:
+        return "this GPU has no bf16; fp16 autocast needs a GradScaler edit: suggest-only"
+    return None
+
+
+def apply(params) -> None:
+    device = accelerator()
+    dtype = _dtype(params)
+    active: list = []
+
+    def enter(module, args):
+        if not active:
+            ctx = torch.autocast(device_type=device, dtype=dtype)
+            ctx.__enter__()
+            active.append(ctx)
+        return None
+
+    def leave():
+        while active:
+            active.pop().__exit__(None, None, None)
+
+    outermost_forward(pre=enter)
+    before_backward(leave)

@@ -1,0 +1,32 @@
+"""cudnn.benchmark = True, kept on even if the script switches it off."""
+
+from __future__ import annotations
+
+import torch
+
+NAME = "cudnn-benchmark"
+CHANGES_NUMERICS = False
+
+
+def describe(params) -> str:
+    return "torch.backends.cudnn.benchmark = True"
+
+
+def not_applicable(config, environment, params):
+    if (config.get("cudnn.benchmark") or {}).get("value") is True:
+        return "cudnn.benchmark is already on"
+    return None
+
+
+def apply(params) -> None:
+    mod = torch.backends.cudnn
+    mod.benchmark = True
+    cls = type(mod)
+    base_setattr = cls.__setattr__
+
+    def __setattr__(self, name, value):
+        if name == "benchmark":
+            value = True
+        return base_setattr(self, name, value)
+
+    cls.__setattr__ = __setattr__

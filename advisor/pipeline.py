@@ -1,0 +1,167 @@
+"""The analyze and inspect pipelines: runner → trace model → metrics → rules → report.
+
+Each stage hands plain data to the next; this module only sequences them and
+decides what a failure at each stage means for the run (kept, marked incomplete).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import advisor
+from advisor import rundir
+
+RUN_SCHEMA = 1
+
+
+@dataclass
+class AnalyzeOptions:
+    warmup: int = 5
+    profile_steps: int = 3
+    measure_steps: int = 20
+    timeout: float = 1800.0
+    step_timeout: float = 300.0
+    out: str | None = None
+    record_memory: bool = True
+    with_stack: bool = False
+    rules_dirs: list[str] = field(default_factory=list)
+    run_name: str = "baseline"
+
+
+def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeOptions,
+              interventions: list | None = None, run_name: str | None = None) -> dict:
+    # argv[0] is the script path exactly as the user typed it, as python would set it.
+    return {
+        "script": str(Path(script).absolute()),
+        "argv": [script, *script_args],
+        "cwd": str(Path.cwd()),
+        "run_dir": str(run_dir),
+        "run_name": run_name or opts.run_name,
+        "warmup_steps": opts.warmup,
+        "profile_steps": opts.profile_steps,
+        "measure_steps": opts.measure_steps,
+        "record_memory": opts.record_memory,
+        "with_stack": opts.with_stack,
+        "interventions": interventions or [],
+    }
+
+
+def summarize_measurement(child: dict) -> dict:
+    """Throughput from the unprofiled, synchronized steps (no profiler overhead in it)."""
+    times = [t for t in child.get("step_times_ms") or [] if t is not None]
+    batch = child.get("batch_size")
+    out: dict = {"steps_measured": len(times), "batch_size": batch,
+                 "batch_size_source": child.get("batch_size_source")}
+    if not times:
+        return out
+    med = statistics.median(times)
+    out["step_time_ms"] = med
+    if len(times) >= 4:
+        q = statistics.quantiles(times, n=4)
+        out["step_time_iqr_ms"] = q[2] - q[0]
+    out["step_time_min_ms"] = min(times)
+    out["step_time_max_ms"] = max(times)
+    if batch and med > 0:
+        out["samples_per_s"] = batch * 1000.0 / med
+    waits = [w for w in child.get("data_wait_ms") or [] if w is not None]
+    if waits:
+        out["data_wait_ms"] = statistics.median(waits)
+    return out
+
+
+def analyze_trace_files(run_dir: Path, trace_files: list[str]) -> tuple[dict | None, object | None, str | None]:
+    """Load the newest trace of a run and compute its metrics; (analysis, model, error)."""
+    from advisor.metrics import analyze
+    from advisor.trace import TraceError, load_trace
+
+    if not trace_files:
+        return None, None, "no trace was captured"
+    path = run_dir / trace_files[-1]
+    try:
+        model = load_trace(path)
+    except TraceError as exc:
+        return None, None, f"trace unreadable: {exc}"
+    return analyze(model), model, None
+
+
+def run_findings(model, analysis: dict | None, config: dict, environment: dict, rules_dirs: list[str]) -> tuple[list, list]:
+    """Run the rule catalogue; returns (findings, skipped). Missing engine → nothing."""
+    if model is None or analysis is None:
+        return [], []
+    try:
+        from advisor.engine import run_rules
+    except ImportError:  # the rule engine is optional while it is being built
+        return [], []
+    return run_rules(model, analysis, config=config, environment=environment, extra_dirs=rules_dirs)
+
+
+def build_run_document(spec: dict, child: dict, analysis: dict | None, findings: list,
+                       skipped: list, extra_reasons: list[str]) -> dict:
+    reasons = list(child.get("incomplete_reasons") or []) + extra_reasons
+    status = "complete" if child.get("status") == "complete" and not extra_reasons else "incomplete"
+    return {
+        "schema": RUN_SCHEMA,
+        "advisor_version": advisor.__version__,
+        "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "run_dir": spec["run_dir"],
+        "command": {"script": spec["script"], "argv": spec["argv"], "cwd": spec["cwd"]},
+        "settings": {k: spec[k] for k in ("warmup_steps", "profile_steps", "measure_steps",
+                                          "record_memory", "with_stack")},
+        "status": status,
+        "incomplete_reasons": reasons,
+        "exit": child.get("exit"),
+        "stage": child.get("stage"),
+        "steps_seen": child.get("steps_seen"),
+        "step_source": child.get("step_source"),
+        "measurement": summarize_measurement(child),
+        "losses": child.get("losses") or [],
+        "config": child.get("config") or {},
+        "environment": child.get("environment") or {},
+        "memory": child.get("memory") or {},
+        "notes": child.get("notes") or [],
+        "traces": {spec["run_name"]: child.get("trace_files") or []},
+        "analysis": analysis,
+        "findings": findings,
+        "skipped_rules": skipped,
+        "trials": [],
+    }
+
+
+def json_summary(doc: dict) -> dict:
+    """The machine-readable answer of `--json`: the headline figures first."""
+    analysis = doc.get("analysis") or {}
+    meas = doc.get("measurement") or {}
+    return {
+        "run_dir": doc.get("run_dir"),
+        "status": doc.get("status"),
+        "incomplete_reasons": doc.get("incomplete_reasons"),
+        "step_time_ms": meas.get("step_time_ms", analysis.get("step_time_ms")),
+        "profiled_step_time_ms": analysis.get("step_time_ms"),
+        "samples_per_s": meas.get("samples_per_s"),
+        "batch_size": meas.get("batch_size"),
+        "breakdown": analysis.get("breakdown"),
+        "kernel_time_by_class": analysis.get("kernel_time_by_class"),
+        "gpu_busy_pct": analysis.get("gpu_busy_pct"),
+        "findings": doc.get("findings"),
+        "environment": doc.get("environment"),
+    }
+
+
+def environment_from_trace(model) -> dict:
+    """What a trace says of its machine (for `inspect`, where no runner observed it)."""
+    meta = getattr(model, "meta", {}) or {}
+    props = meta.get("device_properties") or []
+    env: dict = {"gpu_count": len(props)}
+    if props:
+        env["gpu_name"] = props[0].get("name")
+        env["gpu_memory_bytes"] = props[0].get("totalGlobalMem")
+        major, minor = props[0].get("computeMajor"), props[0].get("computeMinor")
+        if major is not None:
+            env["compute_capability"] = f"{major}.{minor}"
+    for key, out in (("cuda_runtime_version", "cuda_runtime"), ("cuda_driver_version", "cuda_driver")):
+        if meta.get(key) is not None:
+            env[out] = meta[key]
+    return env

@@ -1,0 +1,94 @@
+"""Terminal summaries (rich) of a run document or an inspected trace."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+PHASE_LABELS = {
+    "data_wait": "data wait", "h2d": "host→device copy", "forward": "forward", "backward": "backward",
+    "zero_grad": "zero_grad", "optimizer": "optimizer", "other": "other", "gpu_idle": "GPU idle",
+}
+
+
+def _fmt(v, unit: str = "", nd: int = 1) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.{nd}f}{unit}"
+    return f"{v}{unit}"
+
+
+def breakdown_table(analysis: dict, title: str = "where a profiled step's time goes") -> Table:
+    total = analysis.get("step_time_ms") or 0.0
+    table = Table("phase", "ms / step", "share", title=title)
+    for phase, ms in (analysis.get("breakdown") or {}).items():
+        share = (ms / total * 100.0) if total else 0.0
+        table.add_row(PHASE_LABELS.get(phase, phase), _fmt(float(ms), nd=2), f"{share:.1f}%")
+    table.add_row("[b]step[/]", _fmt(float(total), nd=2), "100%")
+    return table
+
+
+def kernel_table(analysis: dict) -> Table | None:
+    frac = analysis.get("kernel_time_by_class") or {}
+    if not frac:
+        return None
+    table = Table("kernel class", "share of GPU kernel time", title="GPU kernel time by class")
+    for cls, f in sorted(frac.items(), key=lambda kv: -kv[1]):
+        if f > 0:
+            table.add_row(cls, f"{f * 100:.1f}%")
+    return table
+
+
+def findings_table(findings: list) -> Table | None:
+    if not findings:
+        return None
+    table = Table("code", "severity", "finding", "est. gain", "fix", title="findings (ranked by estimated gain)")
+    for f in findings:
+        gain = f.get("estimated_gain_ms")
+        fix = (f.get("fix") or {}).get("intervention") or ""
+        table.add_row(f.get("code", ""), f.get("severity", ""), escape(f.get("message", "")),
+                      _fmt(gain, " ms", 2) if gain is not None else "–", fix)
+    return table
+
+
+def print_summary(doc: dict, console: Console) -> None:
+    meas = doc.get("measurement") or {}
+    env = doc.get("environment") or {}
+    analysis = doc.get("analysis") or {}
+    head = Table.grid(padding=(0, 2))
+    head.add_row("device", escape(str(env.get("gpu_name") or "CPU")))
+    head.add_row("step time", f"{_fmt(meas.get('step_time_ms'), ' ms', 2)} (median of {meas.get('steps_measured', 0)} unprofiled steps)")
+    head.add_row("throughput", f"{_fmt(meas.get('samples_per_s'), ' samples/s')} (batch {meas.get('batch_size') or '?'})")
+    if analysis.get("gpu_busy_pct") is not None:
+        head.add_row("GPU busy", f"{analysis['gpu_busy_pct']:.1f}%")
+    head.add_row("status", doc.get("status", "?") + ("" if doc.get("status") == "complete"
+                                                     else f": {escape('; '.join(doc.get('incomplete_reasons') or []))}"))
+    console.print(head)
+    if analysis:
+        console.print(breakdown_table(analysis))
+        kt = kernel_table(analysis)
+        if kt is not None:
+            console.print(kt)
+    ft = findings_table(doc.get("findings") or [])
+    if ft is not None:
+        console.print(ft)
+    for note in doc.get("notes") or []:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+    console.print(f"report: {escape(str(doc.get('run_dir')))}/index.html")
+
+
+def print_inspect(res: dict, console: Console) -> None:
+    console.print(f"[b]{escape(res['trace'])}[/]")
+    env = res.get("environment") or {}
+    if env.get("gpu_name"):
+        console.print(f"device: {escape(str(env['gpu_name']))}")
+    a = res.get("analysis") or {}
+    console.print(breakdown_table(a))
+    kt = kernel_table(a)
+    if kt is not None:
+        console.print(kt)
+    ft = findings_table(res.get("findings") or [])
+    if ft is not None:
+        console.print(ft)

@@ -1,0 +1,59 @@
+"""Run directories: where each `advisor analyze` writes, never reusing an earlier one."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from pathlib import Path
+
+import orjson
+
+DEFAULT_ROOT = "reports"
+
+
+def new_run_dir(script: str, out: str | None = None, root: str | None = None) -> Path:
+    """Create a fresh run directory.
+
+    With ``out`` the directory is exactly that path and must not already hold a run
+    (an earlier run is never overwritten). Otherwise ``<root>/<timestamp>-<stem>`` with
+    ``-2``, ``-3``… appended when the name is taken.
+    """
+    if out:
+        path = Path(out).absolute()
+        if path.exists() and any(path.iterdir()):
+            raise FileExistsError(f"--out {out} exists and is not empty; advisor never overwrites a run")
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    base_root = Path(root or os.environ.get("ADVISOR_REPORTS", DEFAULT_ROOT)).absolute()
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(script).stem) or "script"
+    candidate = base_root / f"{stamp}-{stem}"
+    n = 2
+    while True:
+        try:
+            candidate.mkdir(parents=True, exist_ok=False)
+            return candidate
+        except FileExistsError:
+            candidate = base_root / f"{stamp}-{stem}-{n}"
+            n += 1
+
+
+def write_json(path: Path, data: object) -> None:
+    """Write JSON atomically, so a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict:
+    return orjson.loads(Path(path).read_bytes())
+
+
+def find_run_json(path: str | os.PathLike) -> Path:
+    """Accept a run directory or its run.json; one clear error otherwise."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "run.json"
+    if not p.is_file():
+        raise FileNotFoundError(f"no run.json at {path}: pass a run directory written by `advisor analyze`")
+    return p

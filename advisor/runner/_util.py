@@ -1,0 +1,149 @@
+"""Small helpers shared by the runner's parent and child sides (no torch import here)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import sysconfig
+
+ADVISOR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def clean_json(obj):
+    """Return a JSON-ready copy: non-finite floats become None, tuples lists, odd objects str."""
+    if obj is None or isinstance(obj, (bool, int, str)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): clean_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean_json(v) for v in obj]
+    return str(obj)
+
+
+def write_json_atomic(path: str, obj) -> None:
+    """Write obj as JSON to path via a temporary file and rename (readers never see half a file)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(clean_json(obj), f, indent=1, allow_nan=False)
+    os.replace(tmp, path)
+
+
+def read_json(path: str):
+    """The parsed JSON at path, or None when it is missing or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def one_line_exception(exc: BaseException, limit: int = 200) -> str:
+    """'ValueError: boom' (first line of the message, shortened)."""
+    name = type(exc).__name__
+    try:
+        msg = str(exc)
+    except Exception:  # a broken __str__ must not break the runner
+        msg = ""
+    msg = msg.strip().splitlines()[0] if msg.strip() else ""
+    if len(msg) > limit:
+        msg = msg[: limit - 1] + "…"
+    return f"{name}: {msg}" if msg else name
+
+
+class SiteFinder:
+    """Finds the call site of a config call: the first frame outside torch, advisor and the
+    standard library, as "relative/path.py:LINE" (relative to cwd when inside it)."""
+
+    def __init__(self, cwd: str, extra_skip: tuple[str, ...] = ()):
+        self.cwd = os.path.realpath(cwd)
+        skip = [ADVISOR_DIR, *extra_skip]
+        paths = sysconfig.get_paths()
+        self._stdlib = tuple(
+            {os.path.realpath(p) + os.sep for p in (paths.get("stdlib"), paths.get("platstdlib")) if p}
+        )
+        self._sitepkgs = tuple(
+            {os.path.realpath(p) + os.sep for p in (paths.get("purelib"), paths.get("platlib")) if p}
+        )
+        self._skip = tuple(os.path.realpath(p) + os.sep for p in skip)
+        self._cache: dict[str, bool] = {}
+
+    def _is_library(self, filename: str) -> bool:
+        hit = self._cache.get(filename)
+        if hit is not None:
+            return hit
+        if filename.startswith("<"):  # <frozen importlib._bootstrap>, <string>, ...
+            res = True
+        else:
+            real = os.path.realpath(filename)
+            res = real.startswith(self._skip)
+            if not res and real.startswith(self._stdlib):
+                res = not real.startswith(self._sitepkgs) and "site-packages" not in real and "dist-packages" not in real
+        self._cache[filename] = res
+        return res
+
+    def display(self, filename: str) -> str:
+        real = os.path.abspath(filename)
+        cwd = self.cwd + os.sep
+        for cand in (real, os.path.realpath(filename)):
+            if cand.startswith(cwd):
+                return cand[len(cwd):]
+        return real
+
+    def user_frame(self, depth: int = 1):
+        f = sys._getframe(depth)
+        while f is not None:
+            if not self._is_library(f.f_code.co_filename):
+                return f
+            f = f.f_back
+        return None
+
+    def site(self, depth: int = 2) -> str | None:
+        f = self.user_frame(depth)
+        if f is None:
+            return None
+        return f"{self.display(f.f_code.co_filename)}:{f.f_lineno}"
+
+    def caller_is_library(self, depth: int = 2) -> bool:
+        """Whether the frame `depth` levels up (the direct caller) is library code."""
+        try:
+            f = sys._getframe(depth)
+        except ValueError:
+            return True
+        return self._is_library(f.f_code.co_filename)
+
+
+_MISSING = object()
+
+
+class Patcher:
+    """Sets attributes and puts the originals back (in reverse order) on undo()."""
+
+    def __init__(self) -> None:
+        self._undo: list = []
+
+    def set(self, obj, name: str, value) -> None:
+        own = vars(obj) if isinstance(obj, type) else getattr(obj, "__dict__", {})
+        old = own.get(name, _MISSING)
+        setattr(obj, name, value)
+        self._undo.append((obj, name, old))
+
+    def add(self, handle) -> None:
+        """Keep a removable handle (torch hooks) to remove on undo()."""
+        self._undo.append((handle, None, None))
+
+    def undo(self) -> None:
+        while self._undo:
+            obj, name, old = self._undo.pop()
+            try:
+                if name is None:
+                    obj.remove()
+                elif old is _MISSING:
+                    delattr(obj, name)
+                else:
+                    setattr(obj, name, old)
+            except Exception:
+                pass

@@ -1,0 +1,153 @@
+"""advisor's child entry point: ``python bootstrap.py <spec.json>``.
+
+Runs the user's script the way ``python script.py`` would (same ``sys.argv``, ``sys.path[0]``,
+cwd, ``__main__`` globals, exit code and traceback), under an advisor session. When advisor has
+what it needs it stops the script, saves, and exits 0 with ``os._exit``.
+"""
+
+import sys
+
+
+def _main() -> None:
+    import builtins
+    import io
+    import json
+    import os
+    import types
+    from importlib.machinery import SourceFileLoader
+
+    here = os.path.dirname(os.path.realpath(__file__))
+    # python put this file's directory first on sys.path: take it away again.
+    if not sys.flags.safe_path and sys.path and os.path.realpath(sys.path[0] or ".") == here:
+        sys.path.pop(0)
+
+    with open(sys.argv[1], encoding="utf-8") as f:
+        spec = json.load(f)
+
+    root = os.path.dirname(os.path.dirname(here))  # the directory holding the advisor package
+    sys.path.insert(0, root)
+    try:
+        from advisor.runner import session
+        from advisor.runner.controller import flush_std
+        from advisor.runner._util import ADVISOR_DIR
+    finally:
+        try:
+            sys.path.remove(root)
+        except ValueError:
+            pass
+
+    script = spec["script"]
+    argv = [str(a) for a in spec.get("argv") or [script]]
+    # __file__ as python >= 3.9 sets it: argv[0] joined to the cwd, not normalized.
+    a0 = argv[0]
+    file_ = a0 if os.path.isabs(a0) else os.path.join(os.getcwd(), a0)
+    try:
+        if not os.path.samefile(file_, script):
+            file_ = script
+    except OSError:
+        file_ = script
+
+    ctl = session.install(spec)
+
+    main = types.ModuleType("__main__")
+    g = main.__dict__
+    g["__loader__"] = SourceFileLoader("__main__", file_)
+    g["__annotations__"] = {}
+    g["__builtins__"] = builtins
+    g["__file__"] = file_
+    g["__cached__"] = None
+
+    sys.argv = argv
+    try:
+        sys.orig_argv = [sys.orig_argv[0], *argv]
+    except Exception:
+        pass
+    if not sys.flags.safe_path:
+        # python puts realpath(dirname(script)) there (symlinks resolved): see internals.md §1
+        sys.path.insert(0, os.path.dirname(os.path.realpath(script)))
+    sys.modules["__main__"] = main
+
+    exc = None
+    code = None
+    try:
+        with io.open_code(script) as f:
+            source = f.read()
+        code = compile(source, file_, "exec", dont_inherit=True)
+    except SyntaxError as e:  # python prints these with no traceback lines
+        e.__traceback__ = None
+        exc = e
+    except OSError as e:  # as python: "python3: can't open file ...", exit code 2
+        print(f"{sys.executable}: can't open file {file_!r}: [Errno {e.errno}] {e.strerror}",
+              file=sys.stderr)
+        exc = SystemExit(2)
+    if code is not None:
+        try:
+            exec(code, g)
+        except BaseException as e:  # held until the results are saved
+            exc = e
+
+    try:
+        stopped = ctl.finish(exc)
+    except BaseException as e:
+        print(f"advisor: internal error while saving results: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        stopped = ctl.stop_requested
+    if stopped:
+        flush_std()
+        os._exit(0)
+    if exc is None:
+        return
+    if isinstance(exc, SystemExit):
+        raise exc
+    _trim_traceback(exc, ADVISOR_DIR)
+    try:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+    except BaseException:
+        sys.__excepthook__(type(exc), exc, exc.__traceback__)
+    sys.excepthook = _silent_excepthook  # the interpreter must not print it again
+    raise exc
+
+
+def _silent_excepthook(*args) -> None:
+    return None
+
+
+def _in_dir(tb, prefix: str) -> bool:
+    import os
+
+    fn = tb.tb_frame.f_code.co_filename
+    return os.path.realpath(fn).startswith(prefix) if not fn.startswith("<") else False
+
+
+def _trim_traceback(exc: BaseException, advisor_dir: str) -> None:
+    """Drop advisor's frames (bootstrap, wrappers) from the tracebacks python will print, unless
+    the error was raised inside advisor itself (then it is advisor's bug: show everything)."""
+    import os
+
+    prefix = os.path.realpath(advisor_dir) + os.sep
+    seen = set()
+    e = exc
+    stack = [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        stack.extend((e.__cause__, e.__context__))
+        tb = e.__traceback__
+        entries = []
+        while tb is not None:
+            entries.append(tb)
+            tb = tb.tb_next
+        if not entries or _in_dir(entries[-1], prefix):
+            continue
+        kept = [t for t in entries if not _in_dir(t, prefix)]
+        for a, b in zip(kept, kept[1:]):
+            a.tb_next = b
+        if kept:
+            kept[-1].tb_next = None
+        e.__traceback__ = kept[0] if kept else None
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,372 @@
+"""The child's stage machine: step boundaries, warmup → profile → measure, child.json and
+progress.jsonl. Patches live in hooks.py (steps, phases), observe.py (config) and disarm.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from time import perf_counter
+
+import torch
+
+from advisor.runner._util import one_line_exception, write_json_atomic
+from advisor.runner.ranges import Ranges
+
+
+class StopScript(BaseException):
+    """Raised from a step hook once advisor has what it needs. A BaseException so that the
+    script's own ``except Exception`` cannot swallow it."""
+
+
+class Controller:
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.run_dir = spec["run_dir"]
+        self.run_name = spec.get("run_name") or "baseline"
+        self.cwd = spec.get("cwd") or os.getcwd()
+        self.warmup = max(0, int(spec.get("warmup_steps", 5)))
+        self.profile_n = max(0, int(spec.get("profile_steps", 3)))
+        self.measure_n = max(0, int(spec.get("measure_steps", 20)))
+        self.total = self.warmup + self.profile_n + self.measure_n
+        self.record_memory = bool(spec.get("record_memory", True))
+        self.with_stack = bool(spec.get("with_stack", False))
+        self.tb_dir = os.path.join(self.run_dir, "tb", self.run_name)
+
+        self.ranges = Ranges()
+        self.stage = "started"      # child.json stage
+        self.phase = "warmup"       # what the next step is: warmup | profile | measure | done
+        self.steps_seen = 0
+        self.step_source = "optimizer-hook"
+        self.explicit = False
+        self.anchor = None          # weakref to the first optimizer that stepped
+        self.pending = False        # a step ended (optimizer hook); committed at the next event
+        self.stop_requested = False
+        self.finishing = False
+
+        self.step_times_ms: list[float] = []
+        self.data_wait_ms: list[float] = []
+        self.data_acc = 0.0         # seconds blocked in DataLoader __next__ this step
+        self._t_prev = None
+        self.cuda_sync = False
+
+        self.cur_loss = None        # detached tensor .backward() was first called on this step
+        self._loss_refs: list = []  # per step: tensor | float | None
+        self.batch_size = None
+        self.batch_size_source = None
+        self.depth = 0              # nn.Module call depth (forward ranges on the outermost)
+
+        self.config: dict = {}
+        self.notes: list[str] = []
+        self.trace_files: list[str] = []
+        self.exit = {"code": None, "exception": None, "stopped_by_advisor": False}
+        self.prof = None
+        self._own_profiler = 0      # >0 while advisor itself drives torch.profiler
+        self.observer = None        # observe.Observer
+        self.hooks = None           # hooks.Hooks
+        self._progress = open(os.path.join(self.run_dir, "progress.jsonl"), "a", buffering=1,
+                              encoding="utf-8")
+        self._main_thread = threading.main_thread()
+
+    # ------------------------------------------------------------------ progress / saving
+    def progress(self, stage: str, step: int, **info) -> None:
+        rec = {"t": round(time.time(), 4), "stage": stage, "step": step, "total": self.total}
+        rec.update(info)
+        try:
+            self._progress.write(json.dumps(rec) + "\n")
+        except Exception:
+            pass
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def internal_error(self, where: str, exc: BaseException) -> None:
+        self.note(f"advisor internal error in {where}: {one_line_exception(exc)}")
+
+    def _losses(self) -> list:
+        out = []
+        for i, v in enumerate(self._loss_refs):
+            if isinstance(v, torch.Tensor):
+                try:
+                    v = float(v.float().item()) if v.numel() == 1 else float("nan")
+                except Exception:
+                    v = float("nan")
+                self._loss_refs[i] = v
+            out.append(float("nan") if v is None else v)
+        return out
+
+    def child_doc(self) -> dict:
+        obs = self.observer
+        return {
+            "stage": self.stage,
+            "steps_seen": self.steps_seen,
+            "step_times_ms": [round(x, 4) for x in self.step_times_ms],
+            "data_wait_ms": [round(x, 4) for x in self.data_wait_ms],
+            "losses": self._losses(),
+            "batch_size": self.batch_size,
+            "batch_size_source": self.batch_size_source,
+            "step_source": self.step_source,
+            "trace_files": list(self.trace_files),
+            "config": obs.config_doc() if obs else dict(self.config),
+            "environment": obs.environment() if obs else {},
+            "memory": obs.memory() if obs else {},
+            "notes": list(self.notes),
+            "exit": dict(self.exit),
+        }
+
+    def save(self) -> None:
+        try:
+            doc = self.child_doc()
+        except Exception as e:  # never lose the file over one field
+            self.internal_error("child.json", e)
+            doc = {"stage": self.stage, "steps_seen": self.steps_seen, "notes": self.notes,
+                   "exit": self.exit}
+        write_json_atomic(os.path.join(self.run_dir, "child.json"), doc)
+
+    # ------------------------------------------------------------------ profiler
+    def _start_profiler(self, sched_warmup: int) -> None:
+        from torch.profiler import ProfilerActivity, schedule, tensorboard_trace_handler
+
+        from advisor.runner.disarm import REAL_PROFILE
+
+        acts = [ProfilerActivity.CPU]
+        try:
+            if torch.cuda.is_available():
+                acts.append(ProfilerActivity.CUDA)
+        except Exception:
+            pass
+        if self.observer is not None:
+            self.observer.snapshot_backends()
+        os.makedirs(self.tb_dir, exist_ok=True)
+        quiet = "KINETO_LOG_LEVEL" not in os.environ  # Kineto reads it once, at its init
+        if quiet:
+            os.environ["KINETO_LOG_LEVEL"] = "6"
+        self._own_profiler += 1
+        try:
+            self.prof = REAL_PROFILE(
+                activities=acts,
+                schedule=schedule(wait=0, warmup=sched_warmup, active=self.profile_n, repeat=1),
+                on_trace_ready=tensorboard_trace_handler(self.tb_dir, use_gzip=True),
+                record_shapes=True,
+                profile_memory=self.record_memory,
+                with_stack=self.with_stack,
+            )
+            self.prof.start()
+        finally:
+            self._own_profiler -= 1
+            if quiet:
+                os.environ.pop("KINETO_LOG_LEVEL", None)
+        self.ranges.profiling = True
+        self.progress("profiler-started", self.steps_seen)
+
+    def _prof_call(self, name: str) -> None:
+        if self.prof is None:
+            return
+        self._own_profiler += 1
+        try:
+            getattr(self.prof, name)()
+        finally:
+            self._own_profiler -= 1
+
+    def _stop_profiler(self) -> None:
+        if self.prof is None:
+            return
+        self.ranges.profiling = False
+        try:
+            self._prof_call("stop")
+        except Exception as e:
+            self.internal_error("profiler stop", e)
+        self.prof = None
+        self._collect_traces()
+
+    def _collect_traces(self) -> None:
+        try:
+            names = sorted(n for n in os.listdir(self.tb_dir) if ".pt.trace.json" in n)
+        except OSError:
+            names = []
+        rel = os.path.relpath(self.tb_dir, self.run_dir)
+        self.trace_files = [os.path.join(rel, n).replace(os.sep, "/") for n in names]
+
+    # ------------------------------------------------------------------ steps
+    def start(self) -> None:
+        """Called once the hooks are in place, just before the script runs."""
+        self.progress("started", 0)
+        self.save()
+        if self.profile_n > 0 and self.warmup <= 1:
+            self._start_profiler(sched_warmup=self.warmup)
+        if self.warmup == 0:
+            self.phase = "profile" if self.profile_n > 0 else "measure"
+            if self.phase == "measure":
+                self._enter_measure()
+
+    def optimizer_stepped(self, opt) -> None:
+        """Post-hook of an optimizer step: the anchor optimizer's step ends a training step."""
+        anchor = self.anchor
+        if anchor is None:
+            import weakref
+
+            self.anchor = weakref.ref(opt)
+            if self.observer is not None:
+                self.observer.anchor_optimizer(opt)
+        elif anchor() is not opt:
+            return
+        if self.explicit:
+            return
+        if self.phase == "measure" or self.phase == "done":
+            self._boundary()    # no profiler work: take the time right here
+        else:
+            self.pending = True  # profiler.step() happens at the next event, outside Optimizer.step
+
+    def explicit_step(self) -> None:
+        if not self.explicit:
+            self.explicit = True
+            self.step_source = "advisor.step"
+            self.pending = False
+        self._boundary()
+
+    def commit(self) -> None:
+        """Process a pending step boundary (called at the start of each hooked event)."""
+        if self.pending:
+            self.pending = False
+            self._boundary()
+
+    def _boundary(self) -> None:
+        try:
+            self._boundary_impl()
+        except Exception as e:  # an advisor bug must not break the user's script
+            self.internal_error("step boundary", e)
+
+    def _boundary_impl(self) -> None:
+        n = self.steps_seen = self.steps_seen + 1
+        self._loss_refs.append(self.cur_loss)
+        self.cur_loss = None
+        phase = self.phase
+        if phase == "warmup":
+            self.progress("warmup", n)
+            if n == 1:
+                self.stage = "warmup"
+                self.save()
+            if self.prof is not None:
+                self._prof_call("step")
+            if self.profile_n > 0 and n == self.warmup - 1:
+                self._start_profiler(sched_warmup=1)
+            if n >= self.warmup:
+                self.phase = "profile" if self.profile_n > 0 else "measure"
+                if self.phase == "measure":
+                    self._enter_measure()
+        elif phase == "profile":
+            self.progress("profile", n)
+            if n == 1:
+                self.stage = "warmup"
+                self.save()
+            if n >= self.warmup + self.profile_n:
+                self.progress("exporting", n)
+                self._prof_call("step")  # RECORD_AND_SAVE → NONE: writes the trace
+                self._stop_profiler()
+                self.stage = "profiled"
+                self._enter_measure()
+            else:
+                self._prof_call("step")
+        elif phase == "measure":
+            if self.cuda_sync:
+                torch.cuda.synchronize()
+            t = perf_counter()
+            self.step_times_ms.append((t - self._t_prev) * 1e3)
+            self.data_wait_ms.append(self.data_acc * 1e3)
+            self.data_acc = 0.0
+            self._t_prev = t
+            self.progress("measure", n, step_ms=round(self.step_times_ms[-1], 3))
+            if n >= self.total:
+                self._done()
+        else:  # done: the script swallowed StopScript; stop it again
+            if not self.finishing:
+                self._stop_now()
+
+    def _enter_measure(self) -> None:
+        self.phase = "measure"
+        if self.hooks is not None:
+            self.hooks.remove_loop_hooks()
+        try:
+            self.cuda_sync = bool(torch.cuda.is_initialized())
+        except Exception:
+            self.cuda_sync = False
+        if self.observer is not None:
+            self.observer.snapshot_backends()
+        self.save()
+        self.progress("measuring", self.steps_seen)
+        if self.measure_n == 0:
+            self._done()
+            return
+        if self.cuda_sync:
+            torch.cuda.synchronize()
+        self.data_acc = 0.0
+        self._t_prev = perf_counter()
+
+    def _done(self) -> None:
+        self.phase = "done"
+        self.stage = "measured"
+        self.stop_requested = True
+        self.exit = {"code": 0, "exception": None, "stopped_by_advisor": True}
+        self.save()
+        self.progress("measured", self.steps_seen)
+        if not self.finishing:
+            self._stop_now()
+
+    def _stop_now(self) -> None:
+        if threading.current_thread() is not self._main_thread:
+            # A StopScript here would only end this thread: results are saved, leave now.
+            self.progress("done", self.steps_seen, status=self.stage)
+            flush_std()
+            os._exit(0)
+        raise StopScript()
+
+    # ------------------------------------------------------------------ end of the script
+    def finish(self, exc: BaseException | None) -> bool:
+        """Save final results. Returns True when advisor stopped the script (exit 0 now)."""
+        self.finishing = True
+        stopped = self.stop_requested or isinstance(exc, StopScript)
+        if not stopped:
+            if self.pending:  # the last step ended (its optimizer stepped) before the script did
+                self.pending = False
+                self._boundary()
+                stopped = self.stop_requested
+        self._stop_profiler()
+        if self.hooks is not None:
+            self.hooks.remove_all()
+        if stopped:
+            self.exit = {"code": 0, "exception": None, "stopped_by_advisor": True}
+            self.stage = "measured"
+        else:
+            if exc is None:
+                code, text = 0, None
+            elif isinstance(exc, SystemExit):
+                c = exc.code
+                code = 0 if c is None else (c if isinstance(c, int) else 1)
+                text = None
+            elif isinstance(exc, KeyboardInterrupt):
+                code, text = -2, "KeyboardInterrupt"
+            else:
+                code, text = 1, one_line_exception(exc)
+            self.exit = {"code": code, "exception": text, "stopped_by_advisor": False}
+            if exc is None or isinstance(exc, SystemExit):
+                self.stage = "finished-early"
+        self.save()
+        self.progress("done", self.steps_seen, status=self.stage)
+        try:
+            self._progress.close()
+        except Exception:
+            pass
+        return stopped
+
+
+def flush_std() -> None:
+    for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if s is not None:
+                s.flush()
+        except Exception:
+            pass
+

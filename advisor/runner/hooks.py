@@ -1,0 +1,348 @@
+"""Step detection and phase ranges with no change to the script.
+
+Permanent (whole run): optimizer step pre/post hooks (steps, advisor::optimizer), DataLoader
+iterator ``__next__`` (advisor::data, data-wait time, batch size), ``Tensor.backward`` /
+``torch.autograd.backward`` (advisor::backward, loss), ``GradScaler.scale`` (unscaled loss).
+Loop hooks (removed when the measure stage starts, so measured steps pay nothing for them):
+global module forward hooks (advisor::forward, model input), ``Tensor.to`` / ``Tensor.cuda``
+(advisor::h2d), ``Optimizer.zero_grad`` / ``Module.zero_grad`` (advisor::zero_grad)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from time import perf_counter
+
+import torch
+from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                   register_optimizer_step_pre_hook)
+
+from advisor.runner._util import Patcher
+from advisor.runner.observe import first_tensor
+
+_is_compiling = torch.compiler.is_compiling
+_NOT_ACCEL = frozenset(("cpu", "meta"))
+
+
+def _target_type(args, kwargs):
+    """Device type a ``Tensor.to(...)`` call moves to, or None when it does not move."""
+    d = kwargs.get("device")
+    if d is None and args:
+        a = args[0]
+        if isinstance(a, torch.Tensor):
+            d = a.device
+        elif isinstance(a, (str, torch.device)) or (isinstance(a, int) and not isinstance(a, bool)):
+            d = a
+    if d is None:
+        return None
+    if isinstance(d, torch.device):
+        return d.type
+    if isinstance(d, str):
+        return d.split(":", 1)[0]
+    if isinstance(d, int):
+        return "cuda"
+    return None
+
+
+def _to_non_blocking(args, kwargs) -> bool:
+    if "non_blocking" in kwargs:
+        return bool(kwargs["non_blocking"])
+    if args:
+        if isinstance(args[0], torch.Tensor):
+            return bool(args[1]) if len(args) > 1 and isinstance(args[1], bool) else False
+        return bool(args[2]) if len(args) > 2 and isinstance(args[2], bool) else False
+    return False
+
+
+class Hooks:
+    def __init__(self, ctl, obs):
+        self.c = ctl
+        self.obs = obs
+        self.permanent = Patcher()
+        self.loop = Patcher()
+        self.loop_active = False
+        self._opt_tokens: dict = {}
+        self._in_backward = False
+        self._fwd_token = None
+        self._scaled = None          # (scaled output, unscaled detached) from GradScaler.scale
+        self._batch_seen = False
+        self._h2d_done = False
+
+    # ------------------------------------------------------------------ install / remove
+    def install(self) -> None:
+        self.permanent.add(register_optimizer_step_pre_hook(self._opt_pre))
+        self.permanent.add(register_optimizer_step_post_hook(self._opt_post))
+        self._patch_dataloader()
+        self._patch_backward()
+        self._patch_scaler()
+        self._install_loop_hooks()
+
+    def _install_loop_hooks(self) -> None:
+        nnm = torch.nn.modules.module
+        self.loop.add(nnm.register_module_forward_pre_hook(self._fwd_pre))
+        self.loop.add(nnm.register_module_forward_hook(self._fwd_post, always_call=True))
+        self._patch_to()
+        self._patch_zero_grad()
+        self.loop_active = True
+
+    def remove_loop_hooks(self) -> None:
+        self.loop_active = False
+        self.loop.undo()
+        self.c.depth = 0
+        if self._fwd_token is not None:
+            tok, self._fwd_token = self._fwd_token, None
+            self.c.ranges.pop(tok)
+
+    def remove_all(self) -> None:
+        self.remove_loop_hooks()
+        self.permanent.undo()
+
+    def _ranges_on(self) -> bool:
+        r = self.c.ranges
+        return r.profiling or r._push is not None
+
+    # ------------------------------------------------------------------ optimizer
+    def _opt_pre(self, opt, args, kwargs):
+        if _is_compiling():
+            return None
+        c = self.c
+        if c.pending:
+            c.commit()
+        if self._ranges_on():
+            self._opt_tokens[id(opt)] = c.ranges.start("advisor::optimizer")
+        return None
+
+    def _opt_post(self, opt, args, kwargs):
+        if _is_compiling():
+            return None
+        tok = self._opt_tokens.pop(id(opt), None)
+        if tok is not None:
+            self.c.ranges.end(tok)
+        self.c.optimizer_stepped(opt)
+        return None
+
+    # ------------------------------------------------------------------ data
+    def _patch_dataloader(self) -> None:
+        from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+        orig = _BaseDataLoaderIter.__next__
+        hooks, c = self, self.c
+
+        @functools.wraps(orig)
+        def __next__(it):
+            if c.pending:
+                c.commit()
+            tok = c.ranges.push("advisor::data") if hooks._ranges_on() else None
+            t0 = perf_counter()
+            try:
+                batch = orig(it)
+            finally:
+                c.data_acc += perf_counter() - t0
+                if tok is not None:
+                    c.ranges.pop(tok)
+            if not hooks._batch_seen:
+                hooks._first_batch(it, batch)
+            return batch
+
+        self.permanent.set(_BaseDataLoaderIter, "__next__", __next__)
+
+    def _first_batch(self, it, batch) -> None:
+        self._batch_seen = True
+        try:
+            self.obs.on_first_batch(it)
+            t = first_tensor(batch)
+            if t is not None and t.dim() >= 1 and self.c.batch_size is None:
+                self.c.batch_size = int(t.shape[0])
+                self.c.batch_size_source = "dataloader"
+        except Exception as e:
+            self.c.internal_error("batch observation", e)
+
+    # ------------------------------------------------------------------ backward / loss
+    def _loss_of(self, t):
+        sc = self._scaled
+        if sc is not None and sc[0] is t:
+            t = sc[1]
+        self._scaled = None
+        try:
+            return t.detach() if t.numel() == 1 else float("nan")
+        except Exception:
+            return None
+
+    def _patch_backward(self) -> None:
+        hooks, c = self, self.c
+        orig_tb = torch.Tensor.backward
+
+        def run(loss, fn, *a, **k):
+            if hooks._in_backward or _is_compiling():
+                return fn(*a, **k)
+            if c.pending:
+                c.commit()
+            if c.cur_loss is None and isinstance(loss, torch.Tensor):
+                c.cur_loss = hooks._loss_of(loss)
+            hooks._in_backward = True
+            tok = c.ranges.push("advisor::backward") if hooks._ranges_on() else None
+            try:
+                return fn(*a, **k)
+            finally:
+                hooks._in_backward = False
+                if tok is not None:
+                    c.ranges.pop(tok)
+
+        @functools.wraps(orig_tb)
+        def backward(self, *a, **k):
+            return run(self, orig_tb, self, *a, **k)
+
+        self.permanent.set(torch.Tensor, "backward", backward)
+
+        orig_ab = torch.autograd.backward
+
+        @functools.wraps(orig_ab)
+        def autograd_backward(tensors, *a, **k):
+            loss = tensors
+            if isinstance(loss, (list, tuple)) and loss:
+                loss = loss[0]
+            return run(loss, orig_ab, tensors, *a, **k)
+
+        self.permanent.set(torch.autograd, "backward", autograd_backward)
+
+    def _patch_scaler(self) -> None:
+        try:
+            from torch.amp.grad_scaler import GradScaler
+        except Exception:
+            return
+        orig = GradScaler.scale
+        hooks = self
+
+        @functools.wraps(orig)
+        def scale(scaler, outputs):
+            out = orig(scaler, outputs)
+            if isinstance(outputs, torch.Tensor) and out is not outputs:
+                hooks._scaled = (out, outputs.detach())
+            return out
+
+        self.permanent.set(GradScaler, "scale", scale)
+
+    # ------------------------------------------------------------------ forward
+    def _fwd_pre(self, module, args):
+        if _is_compiling():
+            return None
+        c = self.c
+        d = c.depth
+        if d:
+            c.depth = d + 1
+            return None
+        if c.pending:
+            c.commit()
+            if not self.loop_active:  # the measure stage began: hooks are gone
+                return None
+        c.depth = 1
+        obs = self.obs
+        if obs.want_forward:
+            try:
+                obs.on_outer_forward(module, args)
+            except Exception as e:
+                obs.want_forward = False
+                c.internal_error("model input observation", e)
+        if c.batch_size is None:
+            t = first_tensor(args)
+            if t is not None and t.dim() >= 1:
+                c.batch_size = int(t.shape[0])
+                c.batch_size_source = "model-input"
+        if self._ranges_on():
+            self._fwd_token = c.ranges.push("advisor::forward")
+        return None
+
+    def _fwd_post(self, module, args, output):
+        if _is_compiling():
+            return None
+        c = self.c
+        d = c.depth - 1
+        if d > 0:
+            c.depth = d
+            return None
+        c.depth = 0
+        tok = self._fwd_token
+        if tok is not None:
+            self._fwd_token = None
+            c.ranges.pop(tok)
+        return None
+
+    # ------------------------------------------------------------------ h2d copies
+    def _h2d(self, orig, tensor, args, kwargs, non_blocking):
+        c = self.c
+        if c.pending:
+            c.commit()
+            if not self.loop_active:
+                return orig(tensor, *args, **kwargs)
+        if not self._h2d_done:
+            try:
+                caller = sys._getframe(2)
+                if not self.obs.sites._is_library(caller.f_code.co_filename):
+                    in_loop = self._batch_seen or c.steps_seen > 0 or c.depth > 0
+                    self._h2d_done = self.obs.on_h2d(tensor, non_blocking, in_loop)
+            except Exception as e:
+                self._h2d_done = True
+                c.internal_error("h2d observation", e)
+        if not self._ranges_on():
+            return orig(tensor, *args, **kwargs)
+        tok = c.ranges.push("advisor::h2d")
+        try:
+            return orig(tensor, *args, **kwargs)
+        finally:
+            c.ranges.pop(tok)
+
+    def _patch_to(self) -> None:
+        hooks = self
+        orig_to = torch.Tensor.to
+        orig_cuda = torch.Tensor.cuda
+
+        @functools.wraps(orig_to)
+        def to(self, *args, **kwargs):
+            if not self.is_cpu or _is_compiling():
+                return orig_to(self, *args, **kwargs)
+            dt = _target_type(args, kwargs)
+            if dt is None or dt in _NOT_ACCEL:
+                return orig_to(self, *args, **kwargs)
+            return hooks._h2d(orig_to, self, args, kwargs, _to_non_blocking(args, kwargs))
+
+        @functools.wraps(orig_cuda)
+        def cuda(self, *args, **kwargs):
+            if not self.is_cpu or _is_compiling():
+                return orig_cuda(self, *args, **kwargs)
+            nb = kwargs.get("non_blocking", args[1] if len(args) > 1 else False)
+            return hooks._h2d(orig_cuda, self, args, kwargs, bool(nb))
+
+        self.loop.set(torch.Tensor, "to", to)
+        self.loop.set(torch.Tensor, "cuda", cuda)
+
+    # ------------------------------------------------------------------ zero_grad
+    def _patch_zero_grad(self) -> None:
+        hooks, c = self, self.c
+
+        def make(orig):
+            @functools.wraps(orig)
+            def zero_grad(obj, *args, **kwargs):
+                if _is_compiling():
+                    return orig(obj, *args, **kwargs)
+                if c.pending:
+                    c.commit()
+                    if not hooks.loop_active:
+                        return orig(obj, *args, **kwargs)
+                if not hooks.obs._zero_grad_seen:
+                    stn = kwargs.get("set_to_none", args[0] if args else True)
+                    try:
+                        hooks.obs.on_zero_grad(stn)
+                    except Exception as e:
+                        c.internal_error("zero_grad observation", e)
+                if not hooks._ranges_on():
+                    return orig(obj, *args, **kwargs)
+                tok = c.ranges.push("advisor::zero_grad")
+                try:
+                    return orig(obj, *args, **kwargs)
+                finally:
+                    c.ranges.pop(tok)
+
+            return zero_grad
+
+        self.loop.set(torch.optim.Optimizer, "zero_grad", make(torch.optim.Optimizer.zero_grad))
+        self.loop.set(torch.nn.Module, "zero_grad", make(torch.nn.Module.zero_grad))

@@ -1,0 +1,445 @@
+"""Observed configuration (with call sites), environment and memory for child.json."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import shutil
+import subprocess
+import threading
+import warnings
+import weakref
+
+import torch
+
+from advisor.runner._util import Patcher, SiteFinder
+
+TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+
+_BACKEND_KEYS = ("cudnn.benchmark", "cudnn.deterministic", "tf32.matmul", "tf32.cudnn",
+                 "float32_matmul_precision")
+_CUDNN_ATTRS = {"benchmark": "cudnn.benchmark", "deterministic": "cudnn.deterministic",
+                "allow_tf32": "tf32.cudnn", "fp32_precision": "tf32.cudnn"}
+_CUBLAS_ATTRS = {"allow_tf32": "tf32.matmul", "fp32_precision": "tf32.matmul"}
+
+
+def dtype_name(dt) -> str:
+    return str(dt).replace("torch.", "")
+
+
+def memory_format_of(t: torch.Tensor) -> str:
+    try:
+        if t.is_contiguous():
+            return "contiguous"
+        if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
+            return "channels_last"
+        if t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d):
+            return "channels_last"
+    except Exception:
+        pass
+    return "other"
+
+
+def first_tensor(obj, _depth: int = 0):
+    """The first tensor in a batch (tensor, list/tuple, dict, dataclass-like), or None."""
+    if isinstance(obj, torch.Tensor):
+        return obj
+    if _depth > 4:
+        return None
+    if isinstance(obj, (list, tuple)):
+        for v in obj:
+            t = first_tensor(v, _depth + 1)
+            if t is not None:
+                return t
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            t = first_tensor(v, _depth + 1)
+            if t is not None:
+                return t
+    return None
+
+
+class Observer:
+    def __init__(self, ctl):
+        self.ctl = ctl
+        self.sites = SiteFinder(ctl.cwd, extra_skip=(TORCH_DIR,))
+        self.config: dict = {}
+        self.patches = Patcher()
+        self._backend_sites: dict = {}
+        self._backend_values: dict | None = None
+        self._loaders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._first_loader = None
+        self._optims: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._autocast_done = False
+        self.want_forward = True      # record input/parameters at the next outermost forward
+        self._h2d_loop = None
+        self._h2d_pre = None
+        self._zero_grad_seen = False
+        self._gpu_smi: dict = {}
+        self._smi_thread = None
+
+    # ------------------------------------------------------------------ helpers
+    def site(self):
+        try:
+            return self.sites.site()
+        except Exception:
+            return None
+
+    def _safe(self, what: str, fn, *a) -> None:
+        try:
+            fn(*a)
+        except Exception as e:
+            self.ctl.internal_error(what, e)
+
+    def _wrap_init(self, cls, what: str, record):
+        orig = cls.__init__
+
+        @functools.wraps(orig)
+        def __init__(obj, *a, **k):
+            orig(obj, *a, **k)
+            self._safe(what, record, obj)
+
+        self.patches.set(cls, "__init__", __init__)
+
+    # ------------------------------------------------------------------ install
+    def install(self) -> None:
+        from torch.utils.data import DataLoader
+
+        self._wrap_init(DataLoader, "DataLoader observation", self._record_loader)
+        self._wrap_init(torch.optim.Optimizer, "optimizer observation", self._record_optimizer)
+        try:
+            from torch.amp.grad_scaler import GradScaler
+
+            self._wrap_init(GradScaler, "GradScaler observation", self._record_scaler)
+        except Exception:
+            pass
+        for cls in (torch.nn.parallel.DataParallel, torch.nn.parallel.DistributedDataParallel):
+            self._wrap_init(cls, "data-parallel observation", self._record_dp)
+        self._patch_backends()
+        self._patch_autocast()
+        self._start_gpu_query()
+
+    def uninstall(self) -> None:
+        self.patches.undo()
+
+    # ------------------------------------------------------------------ records
+    def _set(self, key: str, value, where=None) -> None:
+        self.config[key] = {"value": value, "where": where if where is not None else self.site()}
+
+    def _record_loader(self, loader) -> None:
+        ds = loader.dataset
+        bs = loader.batch_size
+        if bs is None:
+            bs = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+        tf = getattr(ds, "transform", None) or getattr(ds, "transforms", None)
+        inner = getattr(ds, "dataset", None)  # Subset and friends
+        if tf is None and inner is not None:
+            tf = getattr(inner, "transform", None) or getattr(inner, "transforms", None)
+        tf_text = None
+        if tf is not None:
+            tf_text = " ".join(repr(tf).split())
+            if len(tf_text) > 500:
+                tf_text = tf_text[:499] + "…"
+        value = {
+            "batch_size": bs,
+            "num_workers": loader.num_workers,
+            "pin_memory": bool(loader.pin_memory),
+            "persistent_workers": bool(loader.persistent_workers),
+            "prefetch_factor": loader.prefetch_factor,
+            "dataset_type": type(ds).__name__,
+            "transforms": tf_text,
+        }
+        entry = {"value": value, "where": self.site()}
+        self._loaders[loader] = entry
+        if self._first_loader is None:
+            self._first_loader = entry
+
+    def on_first_batch(self, it) -> None:
+        """The first batch came out of iterator `it`: its loader is the training loader."""
+        ds = getattr(it, "_dataset", None)
+        for loader, entry in list(self._loaders.items()):
+            if loader.dataset is ds:
+                self.config["dataloader"] = entry
+                return
+        if self._first_loader is not None:
+            self.config["dataloader"] = self._first_loader
+
+    def _record_optimizer(self, opt) -> None:
+        lr = opt.param_groups[0].get("lr") if opt.param_groups else opt.defaults.get("lr")
+        try:
+            lr = float(lr) if lr is not None else None
+        except Exception:
+            lr = None
+        value = {"class": type(opt).__name__, "foreach": opt.defaults.get("foreach"),
+                 "fused": opt.defaults.get("fused"), "lr": lr}
+        entry = {"value": value, "where": self.site()}
+        self._optims[opt] = entry
+        self.config.setdefault("optimizer", entry)
+
+    def anchor_optimizer(self, opt) -> None:
+        entry = self._optims.get(opt)
+        if entry is not None:
+            self.config["optimizer"] = entry
+
+    def _record_scaler(self, scaler) -> None:
+        self._set("grad_scaler", {"enabled": bool(getattr(scaler, "_enabled", False))})
+
+    def _record_dp(self, module) -> None:
+        self._set("data_parallel", {"class": type(module).__name__})
+
+    def on_outer_forward(self, module, args) -> None:
+        params = list(module.parameters())
+        if not params:
+            return  # a loss module or a parameter-free wrapper: keep looking
+        self.want_forward = False
+        where = self.site()
+        t = first_tensor(args)
+        if t is not None:
+            self.config["input"] = {"value": {"dtype": dtype_name(t.dtype), "shape": list(t.shape),
+                                              "memory_format": memory_format_of(t),
+                                              "device": str(t.device)}, "where": where}
+        conv_fmt = None
+        for m in module.modules():
+            if isinstance(m, torch.nn.modules.conv._ConvNd) and getattr(m, "weight", None) is not None \
+                    and m.weight.dim() >= 4:
+                conv_fmt = memory_format_of(m.weight)
+                break
+        self.config["parameters"] = {"value": {
+            "dtype": dtype_name(params[0].dtype), "conv_memory_format": conv_fmt,
+            "count": int(sum(p.numel() for p in params)), "device": str(params[0].device)},
+            "where": where}
+
+    def on_h2d(self, tensor, non_blocking: bool, in_loop: bool) -> bool:
+        """Record an h2d copy made by user code. Returns True once nothing more is needed."""
+        try:
+            pinned = bool(tensor.is_pinned())
+        except Exception:
+            pinned = False
+        entry = {"value": {"non_blocking": bool(non_blocking), "pinned_source": pinned},
+                 "where": self.site()}
+        if in_loop:
+            self._h2d_loop = entry
+            self.config["h2d_copy"] = entry
+            return True
+        if self._h2d_pre is None:
+            self._h2d_pre = entry
+            self.config["h2d_copy"] = entry
+        return False
+
+    def on_zero_grad(self, set_to_none) -> None:
+        if not self._zero_grad_seen:
+            self._zero_grad_seen = True
+            self._set("zero_grad", {"set_to_none": bool(set_to_none)})
+
+    # ------------------------------------------------------------------ backends, autocast
+    def _patch_backends(self) -> None:
+        obs = self
+
+        def note_site(key):
+            where = obs.site()
+            if where is not None:
+                obs._backend_sites[key] = where
+
+        try:
+            from torch.backends.cudnn import CudnnModule  # type: ignore[attr-defined]
+        except Exception:
+            CudnnModule = type(torch.backends.cudnn)
+        orig_cudnn = CudnnModule.__setattr__
+
+        def cudnn_setattr(mod, name, value):
+            key = _CUDNN_ATTRS.get(name)
+            if key is not None:
+                note_site(key)
+            return orig_cudnn(mod, name, value)
+
+        self.patches.set(CudnnModule, "__setattr__", cudnn_setattr)
+
+        try:
+            cublas_cls = type(torch.backends.cuda.matmul)
+            orig_cublas = cublas_cls.__setattr__
+
+            def cublas_setattr(mod, name, value):
+                key = _CUBLAS_ATTRS.get(name)
+                if key is not None:
+                    note_site(key)
+                return orig_cublas(mod, name, value)
+
+            self.patches.set(cublas_cls, "__setattr__", cublas_setattr)
+        except Exception:
+            pass
+
+        try:
+            from torch.backends import _FP32Precision  # type: ignore[attr-defined]
+
+            orig_fp32 = _FP32Precision.__setattr__
+
+            def fp32_setattr(obj, name, value):
+                if name == "fp32_precision" and getattr(obj, "backend", None) == "cuda":
+                    op = getattr(obj, "op", None)
+                    if op in ("conv", "rnn"):
+                        note_site("tf32.cudnn")
+                    elif op == "matmul":
+                        note_site("tf32.matmul")
+                return orig_fp32(obj, name, value)
+
+            self.patches.set(_FP32Precision, "__setattr__", fp32_setattr)
+        except Exception:
+            pass
+
+        orig_prec = torch.set_float32_matmul_precision
+
+        @functools.wraps(orig_prec)
+        def set_float32_matmul_precision(precision):
+            where = obs.site()
+            if where is not None:
+                obs._backend_sites["float32_matmul_precision"] = where
+                obs._backend_sites.setdefault("tf32.matmul", where)
+            return orig_prec(precision)
+
+        self.patches.set(torch, "set_float32_matmul_precision", set_float32_matmul_precision)
+
+    def snapshot_backends(self) -> None:
+        self._backend_values = self._read_backends()
+
+    @staticmethod
+    def _read_backends() -> dict:
+        vals: dict = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cudnn = torch.backends.cudnn
+            for key, get in (
+                ("cudnn.benchmark", lambda: bool(cudnn.benchmark)),
+                ("cudnn.deterministic", lambda: bool(cudnn.deterministic)),
+                ("float32_matmul_precision", torch.get_float32_matmul_precision),
+            ):
+                try:
+                    vals[key] = get()
+                except Exception:
+                    pass
+            try:
+                vals["tf32.matmul"] = bool(torch.backends.cuda.matmul.allow_tf32)
+            except Exception:
+                try:
+                    vals["tf32.matmul"] = torch.backends.cuda.matmul.fp32_precision == "tf32"
+                except Exception:
+                    pass
+            try:
+                vals["tf32.cudnn"] = bool(cudnn.allow_tf32)
+            except Exception:
+                try:
+                    vals["tf32.cudnn"] = cudnn.conv.fp32_precision == "tf32"
+                except Exception:
+                    pass
+        return vals
+
+    def _patch_autocast(self) -> None:
+        from torch.amp.autocast_mode import autocast
+
+        orig_enter = autocast.__enter__
+        obs = self
+
+        @functools.wraps(orig_enter)
+        def __enter__(ac):
+            if not obs._autocast_done:
+                obs._safe("autocast observation", obs._record_autocast, ac)
+            return orig_enter(ac)
+
+        self.patches.set(autocast, "__enter__", __enter__)
+
+    def _record_autocast(self, ac) -> None:
+        if torch.compiler.is_compiling():
+            return
+        enabled = bool(getattr(ac, "_enabled", True))
+        prev = self.config.get("autocast")
+        if prev is not None and (prev["value"]["enabled"] or not enabled):
+            return
+        self._set("autocast", {"enabled": enabled, "dtype": dtype_name(getattr(ac, "fast_dtype", None)),
+                               "device_type": getattr(ac, "device", None)})
+        if enabled:
+            self._autocast_done = True
+
+    # ------------------------------------------------------------------ documents
+    def config_doc(self) -> dict:
+        doc = dict(self.config)
+        if "dataloader" not in doc and self._first_loader is not None:
+            doc["dataloader"] = self._first_loader
+        vals = self._backend_values if self._backend_values is not None else self._read_backends()
+        for key in _BACKEND_KEYS:
+            if key in vals:
+                doc[key] = {"value": vals[key], "where": self._backend_sites.get(key)}
+        return doc
+
+    def _start_gpu_query(self) -> None:
+        def query():
+            info: dict = {}
+            try:
+                import pynvml  # type: ignore
+
+                pynvml.nvmlInit()
+                n = pynvml.nvmlDeviceGetCount()
+                h = pynvml.nvmlDeviceGetHandleByIndex(0)
+                name = pynvml.nvmlDeviceGetName(h)
+                info = {"driver": _s(pynvml.nvmlSystemGetDriverVersion()), "gpu_count": n,
+                        "gpu_name": _s(name),
+                        "gpu_memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total)}
+            except Exception:
+                smi = shutil.which("nvidia-smi")
+                if smi:
+                    try:
+                        out = subprocess.run(
+                            [smi, "--query-gpu=name,memory.total,driver_version",
+                             "--format=csv,noheader,nounits"],
+                            capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL,
+                        ).stdout.strip().splitlines()
+                        if out:
+                            name, mem, drv = [x.strip() for x in out[0].split(",")[:3]]
+                            info = {"driver": drv, "gpu_count": len(out), "gpu_name": name,
+                                    "gpu_memory_bytes": int(float(mem) * 1024 * 1024)}
+                    except Exception:
+                        pass
+            self._gpu_smi = info
+
+        self._smi_thread = threading.Thread(target=query, name="advisor-gpu-query", daemon=True)
+        self._smi_thread.start()
+
+    def environment(self) -> dict:
+        env = {"python": platform.python_version(), "torch": torch.__version__,
+               "cuda": torch.version.cuda, "cudnn": None, "driver": None, "gpu_name": None,
+               "gpu_count": 0, "gpu_memory_bytes": None, "cpu_count": os.cpu_count(),
+               "platform": platform.platform()}
+        try:
+            env["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        except Exception:
+            pass
+        if self._smi_thread is not None:
+            self._smi_thread.join(timeout=0.5)
+        env.update(self._gpu_smi)
+        try:
+            if torch.cuda.is_initialized():
+                dev = torch.cuda.current_device()
+                props = torch.cuda.get_device_properties(dev)
+                env["gpu_name"] = props.name
+                env["gpu_memory_bytes"] = int(props.total_memory)
+                env["gpu_count"] = torch.cuda.device_count()
+            elif not self._gpu_smi and torch.cuda.is_available():
+                env["gpu_count"] = torch.cuda.device_count()
+        except Exception:
+            pass
+        return env
+
+    def memory(self) -> dict:
+        mem = {"max_allocated_bytes": None, "max_reserved_bytes": None, "capacity_bytes": None}
+        try:
+            if torch.cuda.is_initialized():
+                dev = torch.cuda.current_device()
+                mem["max_allocated_bytes"] = int(torch.cuda.max_memory_allocated(dev))
+                mem["max_reserved_bytes"] = int(torch.cuda.max_memory_reserved(dev))
+                mem["capacity_bytes"] = int(torch.cuda.get_device_properties(dev).total_memory)
+        except Exception:
+            pass
+        return mem
+
+
+def _s(x):
+    return x.decode() if isinstance(x, bytes) else str(x)

@@ -1,0 +1,290 @@
+"""Parent side of a profiling run: validate the script, launch the child (bootstrap.py) in its
+own session/process group with the terminal passed through, follow progress.jsonl, enforce
+time limits, forward Ctrl-C, and turn child.json into a result with a status and reasons."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from advisor.runner._util import read_json, write_json_atomic
+
+BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
+GRACE_S = 5.0          # after SIGINT, how long the child gets to save before SIGKILL
+_POLL_S = 0.1
+_PY_SUFFIXES = (".py", ".pyw")
+
+
+# ---------------------------------------------------------------------- validation
+def validate_script(path) -> str | None:
+    """One-line error when `path` cannot be run as a Python script, else None."""
+    p = os.fspath(path)
+    if not os.path.lexists(p):
+        return f"{p}: no such file"
+    if not os.path.exists(p):
+        return f"{p}: broken symbolic link"
+    if os.path.isdir(p):
+        return f"{p}: is a directory, not a Python script"
+    if not os.path.isfile(p):
+        return f"{p}: not a regular file"
+    try:
+        with open(p, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        return f"{p}: cannot read: {e.strerror or e}"
+    is_py = p.lower().endswith(_PY_SUFFIXES)
+    if p.lower().endswith((".pyc", ".pyo")):
+        return f"{p}: not a Python script (compiled bytecode; pass the .py source)"
+    if b"\0" in data[:65536]:
+        return f"{p}: not a Python script (binary file)"
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(data, p, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        if not is_py:
+            return (f"{p}: not a Python script (no .py extension and not valid Python: "
+                    f"line {e.lineno}: {e.msg})")
+        return f"{p}:{e.lineno}: {type(e).__name__}: {e.msg}"
+    except (ValueError, UnicodeDecodeError) as e:
+        return f"{p}: not a Python script ({e})"
+    except (MemoryError, RecursionError) as e:
+        return f"{p}: cannot be compiled ({type(e).__name__})"
+    return None
+
+
+# ---------------------------------------------------------------------- progress tail
+class _Tail:
+    """Reads complete new lines of a JSON-lines file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.pos = 0
+        self.buf = b""
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.pos)
+                chunk = f.read()
+        except OSError:
+            return []
+        self.pos += len(chunk)
+        self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        out = []
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+        return out
+
+
+# ---------------------------------------------------------------------- run
+def _empty_child() -> dict:
+    return {"stage": "started", "steps_seen": 0, "step_times_ms": [], "data_wait_ms": [],
+            "losses": [], "batch_size": None, "batch_size_source": None,
+            "step_source": "optimizer-hook", "trace_files": [], "config": {}, "environment": {},
+            "memory": {"max_allocated_bytes": None, "max_reserved_bytes": None, "capacity_bytes": None},
+            "notes": [], "exit": {"code": None, "exception": None, "stopped_by_advisor": False}}
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=None,
+              grace: float = GRACE_S) -> dict:
+    """Run spec["script"] under advisor in a child process; see internals.md §1 and §4.
+
+    Returns child.json's content plus ``status`` ("complete" | "incomplete"),
+    ``incomplete_reasons`` (one-line strings), ``interrupted`` (Ctrl-C was pressed) and
+    ``elapsed_s``; ``exit.code`` is the child's real return code (negative: killed by that
+    signal) and ``exit.signal`` the signal number or None. Never raises because of the script.
+    """
+    run_dir = spec["run_dir"]
+    os.makedirs(run_dir, exist_ok=True)
+    spec_path = os.path.join(run_dir, "spec.json")
+    write_json_atomic(spec_path, spec)
+    child_path = os.path.join(run_dir, "child.json")
+    progress_path = os.path.join(run_dir, "progress.jsonl")
+    for stale in (child_path, progress_path):
+        try:
+            os.remove(stale)
+        except FileNotFoundError:
+            pass
+    open(progress_path, "wb").close()
+
+    total = int(spec.get("warmup_steps", 5)) + int(spec.get("profile_steps", 3)) + \
+        int(spec.get("measure_steps", 20))
+    cmd = [sys.executable, BOOTSTRAP, spec_path]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=spec.get("cwd") or None, start_new_session=True)
+    pgid = proc.pid  # a new session: the child leads its own process group
+
+    signals = {"int": 0}
+    old_handlers = {}
+
+    def on_signal(signum, frame):
+        signals["int"] += 1
+
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+            if s is None:
+                continue
+            try:
+                old_handlers[s] = signal.signal(s, on_signal)
+            except (ValueError, OSError):
+                pass
+
+    tail = _Tail(progress_path)
+    steps = 0
+    first_step = False
+    kill_reason = None       # why advisor stopped the child
+    kill_at = None           # when to SIGKILL the group if it is still alive
+    interrupted = False
+    forwarded = 0
+    rc = None
+    try:
+        while True:
+            try:
+                rc = proc.wait(timeout=_POLL_S)
+            except subprocess.TimeoutExpired:
+                rc = None
+            for rec in tail.read():
+                stage = str(rec.get("stage", ""))
+                step = int(rec.get("step") or 0)
+                if stage in ("warmup", "profile", "measure") and step >= 1:
+                    first_step = True
+                steps = max(steps, step)
+                if on_progress is not None:
+                    info = {k: v for k, v in rec.items() if k not in ("stage", "step")}
+                    on_progress(stage, step, info)
+            if rc is not None:
+                break
+            now = time.monotonic()
+            if signals["int"] > forwarded:
+                forwarded = signals["int"]
+                interrupted = True
+                if forwarded == 1:
+                    _send(proc, signal.SIGINT)
+                    kill_at = now + grace
+                else:  # pressed again: stop waiting
+                    _kill_group(pgid, signal.SIGKILL)
+            if kill_reason is None and not interrupted:
+                if not first_step and now - t0 > step_timeout:
+                    kill_reason = f"never reached a training step within {step_timeout:g} s"
+                elif now - t0 > timeout:
+                    kill_reason = f"timed out after {timeout:g} s"
+                if kill_reason is not None:
+                    _send(proc, signal.SIGINT)  # python raises KeyboardInterrupt: the child saves
+                    kill_at = now + grace
+            if kill_at is not None and now > kill_at:
+                _kill_group(pgid, signal.SIGKILL)
+                kill_at = now + 3600
+    finally:
+        if rc is None:  # an error of our own (e.g. in on_progress): do not leave the child behind
+            _kill_group(pgid, signal.SIGKILL)
+            proc.wait()
+        _kill_group(pgid, signal.SIGKILL)  # leftover DataLoader workers etc.
+        for s, h in old_handlers.items():
+            try:
+                signal.signal(s, h)
+            except (ValueError, OSError):
+                pass
+    for rec in tail.read():
+        steps = max(steps, int(rec.get("step") or 0))
+        if on_progress is not None:
+            on_progress(str(rec.get("stage", "")), int(rec.get("step") or 0),
+                        {k: v for k, v in rec.items() if k not in ("stage", "step")})
+
+    child = read_json(child_path)
+    missing = not isinstance(child, dict)
+    result = _empty_child()
+    if not missing:
+        result.update(child)
+    result["steps_seen"] = max(int(result.get("steps_seen") or 0), steps)
+    result["losses"] = [float("nan") if v is None else v for v in result.get("losses") or []]
+    ex = dict(result.get("exit") or {})
+    ex["code"] = rc
+    ex["signal"] = -rc if rc is not None and rc < 0 else None
+    ex.setdefault("exception", None)
+    ex.setdefault("stopped_by_advisor", False)
+    result["exit"] = ex
+    result["interrupted"] = interrupted
+    result["elapsed_s"] = round(time.monotonic() - t0, 3)
+    reasons = _reasons(result, total, kill_reason, interrupted, missing)
+    result["status"] = "incomplete" if reasons else "complete"
+    result["incomplete_reasons"] = reasons
+    return result
+
+
+def _send(proc, sig) -> None:
+    try:
+        proc.send_signal(sig)
+    except (ProcessLookupError, OSError):
+        pass
+
+
+def _when(steps: int) -> str:
+    return "before the first step" if steps == 0 else f"at step {steps + 1}"
+
+
+def _reasons(r: dict, total: int, kill_reason, interrupted: bool, missing: bool) -> list[str]:
+    ex = r["exit"]
+    rc = ex["code"]
+    steps = r["steps_seen"]
+    complete = r.get("stage") == "measured" and not kill_reason and not interrupted
+    if complete and rc == 0:
+        return []
+    out = []
+    if kill_reason:
+        out.append(kill_reason)
+    elif interrupted:
+        out.append(f"interrupted (Ctrl-C) {_when(steps)}")
+    elif missing and rc not in (None, 0):
+        out.append(f"advisor's child process failed before running the script (exit code {rc})")
+    elif ex.get("exception") == "KeyboardInterrupt":
+        out.append(f"script interrupted (KeyboardInterrupt) {_when(steps)}")
+    elif ex.get("exception"):
+        out.append(f"script raised {ex['exception']} {_when(steps)}")
+    elif rc is not None and rc < 0:
+        out.append(f"killed by signal {-rc} ({_signame(-rc)}) {_when(steps)}")
+    elif rc not in (None, 0):
+        where = "before the first step" if steps == 0 else f"after {steps} steps"
+        out.append(f"script exited with code {rc} {where}")
+    elif steps == 0:
+        out.append("script finished without a training step: no torch.optim optimizer stepped "
+                   "and advisor.step() was never called")
+    elif r.get("stage") != "measured":
+        out.append(f"script finished after {steps} steps, fewer than "
+                   f"warmup+profile+measure={total}")
+    if not out:
+        out.append(f"child ended at stage {r.get('stage')!r} with exit code {rc}")
+    return out
+
+
+def _signame(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+def format_reasons(result: dict) -> str:
+    """All reasons on one line (for a console summary)."""
+    return "; ".join(result.get("incomplete_reasons") or [])
+

@@ -1,0 +1,63 @@
+"""Rule thresholds, each with the evidence it was chosen from. Override with
+``--threshold NAME=VALUE`` (or ``ADVISOR_THRESHOLDS="a=1,b=2"``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+
+@dataclass
+class Thresholds:
+    # The PyTorch Profiler TensorBoard plugin flagged DataLoader time above 5% of the step;
+    # XProf calls >=20% input time "highly input-bound". Warn at 5%, error at 20%.
+    data_wait_frac: float = 0.05
+    data_wait_frac_error: float = 0.20
+    # Non-Tensor-Core matmul/conv above 10% of kernel time: on an H200 fp32 ResNet training
+    # spends >60% there, AMP runs leave ~0%; 10% leaves room for small fp32 heads/losses.
+    non_tc_gemm_frac: float = 0.10
+    # NCHW<->NHWC transposes: 16.7% (TF32) and 19.5% (fp16) of kernel time on an H200
+    # ResNet-50, 0% with channels_last. 3% is well above rounding noise of stray transposes.
+    transpose_frac: float = 0.03
+    # Host-to-device copies from pageable memory: any pageable copy above 1 MB per step is
+    # worth pinning (pageable 3 MB copies ran at ~10 GB/s vs ~50 GB/s pinned on H200).
+    pageable_h2d_bytes: float = 1 << 20
+    # Fills under zero_grad: 2.7% of kernel time on H200 ResNet-50; 0.5% is measurable.
+    zero_grad_fill_frac: float = 0.005
+    # Unfused optimizer: foreach/fused launch O(1) kernels per op; above this many kernels per
+    # step inside optimizer.step the per-parameter loop is in use.
+    optimizer_kernels_per_step: int = 40
+    optimizer_frac: float = 0.02
+    # nsys analyze flags GPU utilization under 50%; info from 80% (launch gaps worth a look).
+    gpu_busy_pct_warn: float = 50.0
+    gpu_busy_pct_info: float = 80.0
+    # Kernels shorter than this are launch-overhead dominated on Hopper (~5 us launch cost).
+    short_kernel_us: float = 20.0
+    # Host-device syncs per step above this are flagged (one per step for logging is common).
+    syncs_per_step: float = 1.0
+    # Memory: below this fraction of capacity at peak, a larger batch fits; above the upper
+    # one an OOM is near (allocator fragmentation needs headroom).
+    memory_low_frac: float = 0.35
+    memory_high_frac: float = 0.90
+    # Communication not overlapped with compute above this fraction of step time.
+    exposed_comm_frac: float = 0.10
+    # Straggler: a rank's step time this much above the median of ranks.
+    straggler_frac: float = 0.10
+    # H2D bytes per sample above this with float32 images suggest copying uint8 (4x fewer bytes).
+    float_input_h2d_frac: float = 0.02
+
+    @classmethod
+    def from_overrides(cls, overrides: list[str] | None = None) -> "Thresholds":
+        t = cls()
+        items = list(overrides or [])
+        env = os.environ.get("ADVISOR_THRESHOLDS")
+        if env:
+            items = env.split(",") + items
+        names = {f.name: f.type for f in fields(cls)}
+        for item in items:
+            key, sep, val = item.partition("=")
+            key = key.strip().replace("-", "_")
+            if not sep or key not in names:
+                raise ValueError(f"unknown threshold {item!r}; known: {', '.join(sorted(names))}")
+            setattr(t, key, type(getattr(t, key))(float(val)))
+        return t

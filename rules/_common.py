@@ -1,0 +1,63 @@
+"""Small accessors shared by the rules, so every rule reads the analysis the same way."""
+
+from __future__ import annotations
+
+TC = "tc_gemm_conv"
+NON_TC = "gemm_conv"
+
+
+def step_ms(ctx) -> float:
+    return float(ctx.analysis.get("step_time_ms") or 0.0)
+
+
+def phase_ms(ctx, phase: str) -> float:
+    return float((ctx.analysis.get("breakdown") or {}).get(phase, 0.0))
+
+
+def class_frac(ctx, cls: str) -> float:
+    return float((ctx.analysis.get("kernel_time_by_class") or {}).get(cls, 0.0))
+
+
+def class_ms_per_step(ctx, cls: str, phases: tuple[str, ...] | None = None) -> float:
+    """Kernel time of one class per step, over all phases or the given ones."""
+    per_phase = ctx.analysis.get("phase_class_ms") or {}
+    return float(sum(v.get(cls, 0.0) for p, v in per_phase.items() if phases is None or p in phases))
+
+
+def kernel_ms_per_step(ctx) -> float:
+    return float(ctx.analysis.get("gpu_kernel_ms_per_step") or 0.0)
+
+
+def h2d(ctx) -> dict:
+    return (ctx.analysis.get("memcpy") or {}).get("HtoD") or {}
+
+
+def steps(ctx) -> int:
+    return int(ctx.analysis.get("steps_in_trace") or 0) or 1
+
+
+def pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def ms(x: float) -> str:
+    return f"{x:.2f} ms"
+
+
+def mib(n: float) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+def site(ctx, key: str) -> str:
+    where = ctx.where(key)
+    return f" (set at {where})" if where else ""
+
+
+def fix(intervention: str, *, changes_numerics: bool, code: str, where: str | None = None, **params) -> dict:
+    """A finding's fix: the intervention that trials it, whether it changes the math, the edit."""
+    return {"intervention": intervention, "params": params, "changes_numerics": changes_numerics,
+            "code": code, "where": where}
+
+
+def top_kernels_of(ctx, cls: str, n: int = 3) -> list[str]:
+    return [k["name"] for k in ctx.analysis.get("top_kernels") or [] if k.get("cls") == cls][:n]

@@ -1,0 +1,381 @@
+"""advisor.patch: accepted fixes → a unified diff of the user's script.
+
+Real files only: a script is copied into a temporary git repository, the observed config is
+built by locating its call sites with ast (as the child would report them), the diff is
+checked with `git apply --check` / `patch -p1`, applied, the result inspected with ast and
+the patched script RUN on the CPU.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from advisor.patch import LR_COMMENT, make_patch
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "cifar_resnet.py"
+FIXTURE = ROOT / "tests" / "fixtures" / "scripts" / "slow_recipe.py"
+
+ALL_FIXES = [
+    ("set-to-none", {}),
+    ("fused-optimizer", {}),
+    ("cudnn-benchmark", {}),
+    ("tf32", {}),
+    ("dataloader-workers", {"num_workers": 2, "pin_memory": True}),
+    ("pin-memory", {"pin_memory": True}),
+    ("batch-size", {"factor": 2}),
+    ("channels-last", {}),
+    ("amp", {"dtype": "bfloat16"}),
+    ("torch-compile", {}),
+]
+
+
+def fixes(*names: str) -> list[dict]:
+    table = dict(ALL_FIXES)
+    return [{"intervention": n, "params": dict(table.get(n, {}))} for n in names]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                          cwd=cwd, capture_output=True, text=True, check=check)
+
+
+def _repo(tmp_path: Path, source: Path, rel: str | None = None, text: str | None = None) -> Path:
+    """A git repository holding the script at ``rel``; returns the script's path."""
+    repo = tmp_path / "repo"
+    script = repo / (rel or source.name)
+    script.parent.mkdir(parents=True, exist_ok=True)
+    if text is None:
+        shutil.copyfile(source, script)
+    else:
+        script.write_text(text)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "original")
+    return script
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and ".git" not in p.parts}
+
+
+def _name(func: ast.expr) -> str | None:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _first_line(tree: ast.AST, pred, last: bool = False) -> int | None:
+    lines = sorted(n.lineno for n in ast.walk(tree) if pred(n))
+    return (lines[-1] if last else lines[0]) if lines else None
+
+
+def _is_call(n, name: str | None = None, names: tuple = ()) -> bool:
+    return isinstance(n, ast.Call) and (_name(n.func) == name or _name(n.func) in names)
+
+
+def locate(script: Path, model: str, inputs: str) -> dict[str, int]:
+    """The lines the child would report as config sites for this script."""
+    tree = ast.parse(script.read_text())
+    return {
+        "dataloader": _first_line(tree, lambda n: _is_call(n, "DataLoader")),
+        "zero_grad": _first_line(tree, lambda n: _is_call(n, "zero_grad")),
+        "optimizer": _first_line(tree, lambda n: _is_call(n, names=("SGD", "Adam", "AdamW"))),
+        "cudnn.benchmark": _first_line(tree, lambda n: isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Attribute)
+                                       and n.targets[0].attr == "benchmark"),
+        # where the model is created/moved: `model = build_model().to(device)` / `net.to(device)`
+        "parameters": _first_line(tree, lambda n: (isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+                                                   and n.targets[0].id == model and isinstance(n.value, ast.Call))
+                                  or (isinstance(n, ast.Expr) and _is_call(n.value, "to")
+                                      and isinstance(n.value.func.value, ast.Name) and n.value.func.value.id == model),
+                                  last=True),
+        "input": _first_line(tree, lambda n: isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == model),
+        "h2d_copy": _first_line(tree, lambda n: _is_call(n, "to") and isinstance(n.func.value, ast.Name)
+                                and n.func.value.id == inputs),
+    }
+
+
+def config_for(script: Path, model: str, inputs: str, *, prefix: str | None = None, device: str = "cpu",
+               drop: tuple = ()) -> dict:
+    lines = locate(script, model, inputs)
+    where = prefix if prefix is not None else script.name
+    values = {"input": {"dtype": "float32", "shape": [8, 3, 32, 32], "memory_format": "contiguous", "device": device},
+              "parameters": {"dtype": "float32", "conv_memory_format": "contiguous", "device": device},
+              "zero_grad": {"set_to_none": False}, "cudnn.benchmark": False,
+              "h2d_copy": {"non_blocking": False, "pinned_source": False}}
+    missing = [k for k, line in lines.items() if line is None and k not in drop]
+    assert not missing, f"sites not found in {script}: {missing}"
+    return {k: {"value": values.get(k, {}), "where": f"{where}:{line}"} for k, line in lines.items() if k not in drop}
+
+
+def apply(script: Path, diff: str, cwd: Path | None = None) -> None:
+    cwd = cwd or script.parent
+    (cwd.parent / "fix.diff").write_text(diff)
+    check = _git(cwd, "apply", "--check", "-v", str(cwd.parent / "fix.diff"), check=False)
+    assert check.returncode == 0, check.stderr + "\n" + diff
+    _git(cwd, "apply", str(cwd.parent / "fix.diff"))
+
+
+def run(script: Path, *args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONWARNINGS": "ignore", **(env or {})}
+    proc = subprocess.run([sys.executable, script.name, *args], cwd=script.parent, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def calls(tree: ast.AST, name: str) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if _is_call(n, name)]
+
+
+def kwargs(call: ast.Call) -> dict:
+    return {k.arg: k.value for k in call.keywords}
+
+
+def literal(node):
+    return ast.literal_eval(node)
+
+
+def assigned(tree: ast.AST, dotted: str) -> list:
+    """Values assigned to e.g. 'torch.backends.cudnn.benchmark' (compared by source text)."""
+    return [literal(n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == dotted]
+
+
+def stmt_index(body: list, text: str) -> int:
+    return next(i for i, s in enumerate(body) if ast.unparse(s) == text)
+
+
+def block_with(tree: ast.AST, text: str) -> list:
+    """The statement list that directly holds the statement whose source is ``text``."""
+    for node in ast.walk(tree):
+        for field in ("body", "orelse"):
+            body = getattr(node, field, None)
+            if isinstance(body, list) and any(isinstance(s, ast.stmt) and ast.unparse(s) == text for s in body):
+                return body
+    raise AssertionError(f"no statement {text!r}")
+
+
+# ----------------------------------------------------------------------------- the example
+
+@pytest.fixture
+def cifar(tmp_path):
+    if not EXAMPLE.exists():
+        pytest.skip("examples/cifar_resnet.py is not there")
+    return _repo(tmp_path, EXAMPLE)
+
+
+def test_all_fixes_compose_apply_and_run(cifar):
+    before = _digest(cifar.parent)
+    config = config_for(cifar, "model", "inputs")
+    diff, notes = make_patch(str(cifar), fixes(*[n for n, _ in ALL_FIXES]), config)
+    assert _digest(cifar.parent) == before, "make_patch must not touch the user's files"
+
+    assert [n["intervention"] for n in notes] == [n for n, _ in ALL_FIXES]
+    assert all(n["applied"] for n in notes), notes
+    assert diff.startswith(f"--- a/{cifar.name}\n+++ b/{cifar.name}\n")
+    assert diff.count("--- a/") == 1, "several fixes on one file make one diff"
+
+    # patch(1) reads it too, from the script's directory
+    dry = subprocess.run(["patch", "-p1", "--dry-run"], input=diff, cwd=cifar.parent, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+
+    apply(cifar, diff)
+    tree = ast.parse(cifar.read_text())
+
+    dl = kwargs(calls(tree, "DataLoader")[0])
+    assert literal(dl["num_workers"]) == 2 and literal(dl["persistent_workers"]) is True
+    assert literal(dl["prefetch_factor"]) == 4 and literal(dl["pin_memory"]) is True
+    assert ast.unparse(dl["batch_size"]) == "args.batch_size * 2"
+    assert literal(dl["drop_last"]) is True and literal(dl["shuffle"]) is True        # untouched
+    assert LR_COMMENT in cifar.read_text()
+
+    sgd = kwargs(calls(tree, "SGD")[0])
+    assert literal(sgd["fused"]) is True and "foreach" not in sgd
+    assert literal(kwargs(calls(tree, "zero_grad")[0])["set_to_none"]) is True
+    assert assigned(tree, "torch.backends.cudnn.benchmark") == [True]
+    assert assigned(tree, "torch.backends.cuda.matmul.allow_tf32") == [True]
+    assert assigned(tree, "torch.backends.cudnn.allow_tf32") == [True]
+    tf32_stmt = next(s for s in tree.body if ast.unparse(s) == "torch.backends.cuda.matmul.allow_tf32 = True")
+    last_import = max(i for i, s in enumerate(tree.body) if isinstance(s, (ast.Import, ast.ImportFrom)))
+    assert tree.body.index(tf32_stmt) == last_import + 1
+
+    # the copies: non_blocking=True on the inputs' copy (and the targets' copy next to it)
+    for var in ("inputs", "targets"):
+        copy = next(c for c in calls(tree, "to") if ast.unparse(c.func) == f"{var}.to")
+        assert literal(kwargs(copy)["non_blocking"]) is True
+
+    # model: channels_last, then compile, right after it is created
+    body = block_with(tree, "model = build_model().to(device)")
+    i = stmt_index(body, "model = build_model().to(device)")
+    assert [ast.unparse(s) for s in body[i + 1:i + 3]] == [
+        "model = model.to(memory_format=torch.channels_last)", "model = torch.compile(model)"]
+
+    # loop: inputs converted, then forward + loss under autocast, backward outside it
+    loop = block_with(tree, "loss.backward()")
+    k = stmt_index(loop, "inputs = inputs.contiguous(memory_format=torch.channels_last)")
+    with_stmt = loop[k + 1]
+    assert isinstance(with_stmt, ast.With)
+    assert ast.unparse(with_stmt.items[0].context_expr) == "torch.autocast(device_type='cpu', dtype=torch.bfloat16)"
+    assert [ast.unparse(s) for s in with_stmt.body] == ["outputs = model(inputs)", "loss = criterion(outputs, targets)"]
+    assert ast.unparse(loop[k + 2]) == "loss.backward()"
+
+    # it runs: CPU, a few steps (compile disabled here; the fixture test compiles for real)
+    out = run(cifar, "--steps", "3", "--batch-size", "8", "--num-samples", "64", "--device", "cpu",
+              "--log-every", "1", env={"TORCH_COMPILE_DISABLE": "1"})
+    assert "done: 3 steps" in out.stdout
+
+
+def test_one_fix_is_a_one_line_diff(cifar):
+    config = config_for(cifar, "model", "inputs")
+    diff, notes = make_patch(str(cifar), fixes("set-to-none"), config)
+    assert notes == [{"intervention": "set-to-none", "applied": True,
+                      "where": config["zero_grad"]["where"], "edits": ["set_to_none=True"]}]
+    removed = [ln for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    added = [ln for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    assert removed == ["-            optimizer.zero_grad(set_to_none=False)"]
+    assert added == ["+            optimizer.zero_grad(set_to_none=True)"]
+    apply(cifar, diff)
+    run(cifar, "--steps", "2", "--batch-size", "4", "--num-samples", "16", "--device", "cpu")
+
+
+def test_sites_given_absolute_or_relative_to_cwd_and_root_prefix(cifar, tmp_path):
+    repo = cifar.parent
+    sub = repo / "examples"
+    sub.mkdir()
+    _git(repo, "mv", cifar.name, f"examples/{cifar.name}")
+    script = sub / cifar.name
+    # absolute sites
+    config = config_for(script, "model", "inputs", prefix=str(script))
+    diff, notes = make_patch(str(script), fixes("fused-optimizer", "cudnn-benchmark"), config, root=str(repo))
+    assert all(n["applied"] for n in notes), notes
+    assert diff.startswith(f"--- a/examples/{cifar.name}\n+++ b/examples/{cifar.name}\n")
+    # sites relative to the run's cwd (the repository), script path relative too
+    config2 = config_for(script, "model", "inputs", prefix=f"examples/{cifar.name}")
+    diff2, notes2 = make_patch(f"examples/{cifar.name}", fixes("fused-optimizer", "cudnn-benchmark"), config2,
+                               root=str(repo), cwd=str(repo))
+    assert diff2 == diff and notes2[0]["where"].startswith("examples/")
+    apply(script, diff, cwd=repo)
+    assert assigned(ast.parse(script.read_text()), "torch.backends.cudnn.benchmark") == [True]
+
+
+def test_missing_sites_and_unknown_fixes_are_reported_not_raised(cifar):
+    before = _digest(cifar.parent)
+    config = config_for(cifar, "model", "inputs", drop=("zero_grad", "optimizer", "input"))
+    config["dataloader"]["where"] = f"{cifar.name}:1"           # a line with no DataLoader
+    config["parameters"]["where"] = "elsewhere/missing.py:3"     # a file that is not there
+    diff, notes = make_patch(str(cifar), fixes("set-to-none", "fused-optimizer", "dataloader-workers", "amp",
+                                                "torch-compile", "no-such-fix"), config)
+    assert diff == ""
+    by = {n["intervention"]: n for n in notes}
+    assert not any(n["applied"] for n in notes)
+    assert "zero_grad" in by["set-to-none"]["reason"]
+    assert "optimizer" in by["fused-optimizer"]["reason"]
+    assert "DataLoader" in by["dataloader-workers"]["reason"]
+    assert "input" in by["amp"]["reason"]
+    assert "missing.py" in by["torch-compile"]["reason"]
+    assert "no-such-fix" in by["no-such-fix"]["reason"]
+    assert _digest(cifar.parent) == before
+
+
+def test_nothing_to_change_is_reported(tmp_path):
+    text = FIXTURE.read_text().replace("opt.zero_grad(set_to_none=False)", "opt.zero_grad()")
+    script = _repo(tmp_path, FIXTURE, text=text)
+    config = config_for(script, "net", "x")
+    diff, notes = make_patch(str(script), fixes("set-to-none", "tf32"), config)
+    assert notes[0]["applied"] is False and "default" in notes[0]["reason"]
+    assert notes[1]["applied"] is True
+    assert "zero_grad" not in diff
+
+
+# ----------------------------------------------------------------------------- the fixture
+
+def test_fixture_all_fixes_with_compile_and_no_import_torch(tmp_path):
+    script = _repo(tmp_path, FIXTURE)
+    original = script.read_bytes()
+    assert not original.endswith(b"\n")
+    config = config_for(script, "net", "x")
+    diff, notes = make_patch(str(script), fixes(*[n for n, _ in ALL_FIXES]), config)
+    assert all(n["applied"] for n in notes), notes
+    assert script.read_bytes() == original
+    apply(script, diff)
+    tree = ast.parse(script.read_text())
+
+    # the script only imported torch submodules: `import torch` is added before them
+    names = [ast.unparse(s) for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
+    assert names.index("import torch") == names.index("import torch.nn as nn") - 1
+    dl_call = calls(tree, "DataLoader")[0]
+    dl = kwargs(dl_call)
+    assert literal(dl["batch_size"]) == 32 and literal(dl["num_workers"]) == 2
+    assert literal(dl["persistent_workers"]) is True and literal(dl["prefetch_factor"]) == 4
+    assert literal(dl["pin_memory"]) is True
+    assert "num_workers=2,  # the slow way" in script.read_text()     # the comment stays on its line
+    assert literal(kwargs(calls(tree, "Adam")[0])["fused"]) is True
+    assert "foreach" not in kwargs(calls(tree, "Adam")[0])
+    assert assigned(tree, "cudnn.benchmark") == [True]
+    assert "torch.backends.cudnn.benchmark" not in script.read_text()  # the existing site was edited
+    assert all(literal(kwargs(c)["non_blocking"]) is True for c in calls(tree, "to") if ast.unparse(c.func) in ("x.to", "y.to"))
+    i = stmt_index(tree.body, "net.to(args.device)")
+    assert [ast.unparse(s) for s in tree.body[i + 1:i + 3]] == [
+        "net = net.to(memory_format=torch.channels_last)", "net = torch.compile(net)"]
+    loop = block_with(tree, "loss.backward()")
+    w = next(s for s in loop if isinstance(s, ast.With))
+    assert [ast.unparse(s) for s in w.body] == ["out = net(x)", "loss = F.cross_entropy(out, y)"]
+    assert "# forward\n        x = x.contiguous(memory_format=torch.channels_last)" in script.read_text()
+
+    out = run(script, "--steps", "4")       # torch.compile for real (inductor on the CPU)
+    assert "done 4 steps" in out.stdout
+
+
+def test_fixture_cudnn_inserted_backward_in_same_statement_and_no_trailing_newline(tmp_path):
+    text = (FIXTURE.read_text()
+            .replace("cudnn.benchmark = False\n", "")
+            .replace("        out = net(x)\n        loss = F.cross_entropy(out, y)\n        loss.backward()\n",
+                     "        F.cross_entropy(net(x), y).backward()\n")
+            .replace('print(f"done {step} steps, loss {loss.item():.4f}")', "opt.zero_grad(set_to_none=False)"))
+    script = _repo(tmp_path, FIXTURE, text=text)
+    assert not script.read_bytes().endswith(b"\n")
+    tree0 = ast.parse(text)
+    zero_grads = sorted(c.lineno for c in calls(tree0, "zero_grad"))
+    config = config_for(script, "net", "x", drop=("cudnn.benchmark",))
+    config["zero_grad"]["where"] = f"{script.name}:{zero_grads[-1]}"     # the last line of the file
+    diff, notes = make_patch(str(script), fixes("cudnn-benchmark", "amp", "set-to-none"), config)
+    assert all(n["applied"] for n in notes), notes
+    assert "\\ No newline at end of file" in diff
+    apply(script, diff)
+    patched = script.read_bytes()
+    assert not patched.endswith(b"\n") and patched.endswith(b"opt.zero_grad(set_to_none=True)")
+    tree = ast.parse(patched)
+    # no cudnn.benchmark site: set after the last top-level import (torch imported for it)
+    names = [ast.unparse(s) for s in tree.body]
+    last_import = max(i for i, s in enumerate(tree.body) if isinstance(s, (ast.Import, ast.ImportFrom)))
+    assert names[last_import + 1] == "torch.backends.cudnn.benchmark = True"
+    assert "import torch" in names
+    # the backward is in the model-call statement: only that statement is wrapped
+    loop = block_with(tree, "opt.step()")
+    w = next(s for s in loop if isinstance(s, ast.With))
+    assert [ast.unparse(s) for s in w.body] == ["F.cross_entropy(net(x), y).backward()"]
+    run(script, "--steps", "3")
+
+
+def test_channels_last_input_not_a_name_and_fp16_amp_warn(tmp_path):
+    text = FIXTURE.read_text().replace("out = net(x)", "out = net(x * 1.0)")
+    script = _repo(tmp_path, FIXTURE, text=text)
+    config = config_for(script, "net", "x")
+    diff, notes = make_patch(str(script), [{"intervention": "channels-last", "params": {}},
+                                           {"intervention": "amp", "params": {"dtype": "float16", "device_type": "cuda"}}],
+                             config)
+    assert notes[0]["applied"] and "not a plain name" in notes[0]["warning"]
+    assert notes[1]["applied"] and "GradScaler" in notes[1]["warning"]
+    assert 'torch.autocast(device_type="cuda", dtype=torch.float16)' in diff
+    apply(script, diff)
+    ast.parse(script.read_text())

@@ -1,0 +1,154 @@
+"""The rule catalogue: shape of every rule, and its behaviour on real GPU traces.
+
+Every rule names hit cases and labelled non-hit cases. A case is either a real trace
+fixture (tests/fixtures/traces/<name>.pt.trace.json.gz, no observed config) or a JSON file
+in tests/fixtures/rule_cases/ pairing such a trace with an observed config.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from advisor import engine
+from advisor.metrics import analyze
+from advisor.trace import load_trace
+
+FIX = Path(__file__).parent / "fixtures"
+TRACES = FIX / "traces"
+CASES = FIX / "rule_cases"
+SNAPSHOT = CASES / "snapshot.json"
+
+RULES = engine.load_rules()
+
+
+def case_names() -> list[str]:
+    names = {p.name.removesuffix(".pt.trace.json.gz") for p in TRACES.glob("*.pt.trace.json.gz")}
+    names |= {p.stem for p in CASES.glob("*.json") if p.name != "snapshot.json"}
+    return sorted(names)
+
+
+@functools.lru_cache(maxsize=None)
+def _model(trace: str):
+    model = load_trace(TRACES / f"{trace}.pt.trace.json.gz")
+    return model, analyze(model)
+
+
+@functools.lru_cache(maxsize=None)
+def load_case(name: str) -> dict:
+    path = CASES / f"{name}.json"
+    case = json.loads(path.read_text()) if path.exists() else {"trace": name, "config": {}, "environment": {}}
+    model, analysis = _model(case["trace"])
+    extra = [_model(t)[0] for t in case.get("extra_traces", [])]
+    return {"model": model, "analysis": analysis, "config": case.get("config") or {},
+            "environment": case.get("environment") or {}, "extra": extra}
+
+
+def run_case(name: str, rules=None):
+    c = load_case(name)
+    return engine.run_rules(c["model"], c["analysis"], config=c["config"], environment=c["environment"],
+                            extra_models=c["extra"], rules=rules)
+
+
+# --- the catalogue's shape -------------------------------------------------------------
+
+def test_codes_unique_and_well_formed():
+    codes = [r.code for r in RULES]
+    assert len(codes) == len(set(codes))
+    assert len(RULES) >= 14
+    for r in RULES:
+        assert re.fullmatch(r"ADV\d{3}", r.code), r.code
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", r.name), r.name
+        assert r.severity in engine.SEVERITIES
+        assert set(r.needs) <= set(engine.NEEDS_REASONS), r.needs
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
+def test_docstring_has_every_section(rule):
+    sections = engine.parse_doc_sections(rule.doc)
+    missing = [s for s in engine.DOC_SECTIONS if not sections.get(s)]
+    assert not missing, f"{rule.code} lacks {missing}"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
+def test_every_rule_has_hit_and_labelled_non_hit_fixtures(rule):
+    known = set(case_names())
+    assert rule.hits, f"{rule.code} has no hit fixture"
+    assert rule.non_hits, f"{rule.code} has no non-hit fixture"
+    for name in [*rule.hits, *rule.non_hits]:
+        assert name in known, f"{rule.code}: fixture {name!r} does not exist"
+    for name, label in rule.non_hits.items():
+        assert isinstance(label, str) and label.strip(), f"{rule.code}: non-hit {name} needs a label"
+
+
+# --- behaviour on real traces ----------------------------------------------------------
+
+HIT_PARAMS = [(r, c) for r in RULES for c in r.hits]
+NON_HIT_PARAMS = [(r, c) for r in RULES for c in r.non_hits]
+
+
+@pytest.mark.parametrize("rule,case", HIT_PARAMS, ids=lambda x: getattr(x, "code", x))
+def test_rule_hits(rule, case):
+    findings, skipped = run_case(case, rules=[rule])
+    assert not skipped, f"{rule.code} skipped on {case}: {skipped}"
+    assert findings, f"{rule.code} should fire on {case}"
+    f = findings[0]
+    assert f["message"] and f["evidence"], f
+    assert f["fix"] is not None
+    if rule.fix:
+        assert f["fix"]["intervention"] == rule.fix
+        assert "changes_numerics" in f["fix"] and f["fix"].get("code")
+
+
+@pytest.mark.parametrize("rule,case", NON_HIT_PARAMS, ids=lambda x: getattr(x, "code", x))
+def test_rule_non_hits(rule, case):
+    findings, _ = run_case(case, rules=[rule])
+    assert not findings, f"{rule.code} must not fire on {case} ({rule.non_hits[case]}): {findings[0]['message']}"
+
+
+def test_findings_snapshot():
+    """The codes each case produces, in rank order. Regenerate with ADVISOR_UPDATE_SNAPSHOT=1."""
+    import os
+
+    got = {name: [f["code"] for f in run_case(name)[0]] for name in case_names()}
+    if os.environ.get("ADVISOR_UPDATE_SNAPSHOT") or not SNAPSHOT.exists():
+        SNAPSHOT.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    assert got == json.loads(SNAPSHOT.read_text())
+
+
+def test_tuned_has_no_warning_and_slow_has_the_expected_ranked_findings():
+    tuned, _ = run_case("amp_bf16_channels_last_config")
+    assert [f["code"] for f in tuned if f["severity"] in ("warning", "error")] == []
+    slow, _ = run_case("fp32_nchw_config")
+    codes = [f["code"] for f in slow]
+    for expected in ("ADV101", "ADV104", "ADV106", "ADV107", "ADV108"):
+        assert expected in codes, (expected, codes)
+    assert codes[0] == "ADV101", "fp32 off the Tensor Cores is the largest cost of the slow recipe"
+    gains = [f["estimated_gain_ms"] for f in slow if f["estimated_gain_ms"] is not None]
+    assert gains == sorted(gains, reverse=True)
+
+
+def test_amp_never_advised_when_autocast_is_on():
+    for case in ("amp_bf16_nchw", "amp_fp16_scaler_config", "fp32_nchw_autocast_config"):
+        assert "ADV101" not in [f["code"] for f in run_case(case)[0]], case
+
+
+def test_rules_needing_config_are_skipped_with_reason_on_bare_traces():
+    _, skipped = run_case("fp32_nchw")
+    reasons = {s["code"]: s["reason"] for s in skipped}
+    assert "ADV114" in reasons and "configuration" in reasons["ADV114"]
+
+
+def test_user_rules_directory_loads_the_same_way(tmp_path):
+    (tmp_path / "my_rule.py").write_text(
+        '"""Custom.\n\nWhat it does:\n  x\nWhy is this bad:\n  x\nExample:\n  x\nFix:\n  x\nFix safety:\n  x\n"""\n'
+        'CODE = "USR001"\nNAME = "always"\nSEVERITY = "info"\nNEEDS = ()\nFIX = None\n'
+        'def check(ctx):\n    return {"message": "step %.1f ms" % ctx.analysis["step_time_ms"]}\n')
+    rules = engine.load_rules([str(tmp_path)])
+    assert "USR001" in [r.code for r in rules]
+    findings, _ = run_case("fp32_nchw", rules=[r for r in rules if r.code == "USR001"])
+    assert findings[0]["message"].startswith("step ")

@@ -1,0 +1,130 @@
+"""Bad scripts: each run ends with status incomplete, a one-line reason, the exit code, and a
+child.json in the run dir keeping what was captured. run_child itself never raises."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from test_runner_support import run_advised, train_script, write
+
+from advisor.runner.parent import validate_script
+
+
+def _child_json(run_dir):
+    with open(os.path.join(run_dir, "child.json")) as f:
+        return json.load(f)
+
+
+def test_validate_script(tmp_path):
+    assert validate_script(tmp_path / "nope.py") == f"{tmp_path / 'nope.py'}: no such file"
+    assert validate_script(tmp_path) == f"{tmp_path}: is a directory, not a Python script"
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" * 10)
+    assert "not a Python script (binary file)" in validate_script(binary)
+    notes = write(tmp_path / "notes.txt", "Remember to buy milk, and train the model!\n")
+    assert "not a Python script" in validate_script(notes)
+    bad = write(tmp_path / "bad.py", "import torch\n\ndef f(:\n    pass\n")
+    msg = validate_script(bad)
+    assert msg.startswith(f"{bad}:3: SyntaxError: ") and "\n" not in msg
+    indent = write(tmp_path / "indent.py", "if True:\nprint(1)\n")
+    assert validate_script(indent).startswith(f"{indent}:2: IndentationError: ")
+    good = write(tmp_path / "ok.py", "print('hi')\n")
+    assert validate_script(good) is None
+    noext = write(tmp_path / "train", "#!/usr/bin/env python3\nprint('hi')\n")
+    assert validate_script(noext) is None  # python runs extension-less scripts too
+
+
+def _run(capfd, tmp_path, hook="pass", epochs=1000, **kw):
+    script = train_script(tmp_path / "train.py", epochs=epochs, hook=hook)
+    run_dir = str(tmp_path / "run")
+    res, out, err, progress = run_advised(capfd, script, ["train.py"], str(tmp_path), run_dir, **kw)
+    assert res["status"] == "incomplete"
+    assert len(res["incomplete_reasons"]) == 1 and "\n" not in res["incomplete_reasons"][0]
+    return res, out, err, _child_json(run_dir)
+
+
+def test_raises_before_first_step(tmp_path, capfd):
+    res, out, err, child = _run(capfd, tmp_path, hook="raise ValueError('early')")
+    assert res["incomplete_reasons"] == ["script raised ValueError: early before the first step"]
+    assert res["exit"]["code"] == 1 and child["stage"] == "started"
+    assert err.rstrip().endswith("ValueError: early")
+    assert child["config"]["dataloader"]["value"]["batch_size"] == 8  # what was seen is kept
+
+
+def test_raises_mid_run(tmp_path, capfd):
+    res, out, err, child = _run(capfd, tmp_path, hook="if it == 7: raise ValueError('boom')")
+    assert res["incomplete_reasons"] == ["script raised ValueError: boom at step 7"]
+    assert res["exit"]["code"] == 1 and res["steps_seen"] == 6
+    assert child["stage"] == "profiled" and len(child["trace_files"]) == 1
+    assert len(child["losses"]) == 6 and child["batch_size"] == 8
+    assert child["exit"]["exception"] == "ValueError: boom"
+    # the traceback is the script's own: no advisor frame in it
+    assert "advisor" not in err and 'train.py", line' in err
+
+
+def test_exit_code_early(tmp_path, capfd):
+    res, out, err, child = _run(capfd, tmp_path, hook="sys.exit(2)")
+    assert res["incomplete_reasons"] == ["script exited with code 2 before the first step"]
+    assert res["exit"]["code"] == 2 and child["exit"]["code"] == 2
+
+
+def test_finishes_early(tmp_path, capfd):
+    res, out, err, child = _run(capfd, tmp_path, hook="if it > 4: break")
+    assert res["incomplete_reasons"] == [
+        "script finished after 4 steps, fewer than warmup+profile+measure=9"]
+    assert res["exit"]["code"] == 0 and child["stage"] == "finished-early"
+    assert len(child["trace_files"]) == 1  # the profile (steps 3-4) was complete
+
+
+def test_never_reaches_a_step(tmp_path, capfd):
+    res, out, err, child = _run(capfd, tmp_path, hook="time.sleep(120)", step_timeout=4, timeout=60)
+    assert res["incomplete_reasons"] == ["never reached a training step within 4 s"]
+    assert res["exit"]["code"] == -2 and res["exit"]["signal"] == 2  # SIGINT, then it saved
+    assert child["exit"]["exception"] == "KeyboardInterrupt" and child["steps_seen"] == 0
+    assert "time.sleep(120)" in err  # the user sees where it hung
+    assert res["elapsed_s"] < 30
+
+
+def test_hangs_mid_run(tmp_path, capfd):
+    res, out, err, child = _run(capfd, tmp_path, hook="if it == 4: time.sleep(120)", timeout=7,
+                                step_timeout=6)
+    assert res["incomplete_reasons"] == ["timed out after 7 s"]
+    assert res["steps_seen"] == 3 and child["steps_seen"] == 3
+    assert res["elapsed_s"] < 30
+
+
+def test_hang_ignoring_sigint_is_killed(tmp_path, capfd):
+    hook = "if it == 2: import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(120)"
+    res, out, err, child = _run(capfd, tmp_path, hook=hook, timeout=5, step_timeout=5, grace=1)
+    assert res["incomplete_reasons"] == ["timed out after 5 s"]
+    assert res["exit"]["code"] == -9
+    assert child["stage"] == "warmup" and res["steps_seen"] == 1
+
+
+def test_killed_by_signal(tmp_path, capfd):
+    res, out, err, child = _run(capfd, tmp_path, hook="if it == 4: os.kill(os.getpid(), 9)")
+    assert res["incomplete_reasons"] == ["killed by signal 9 (SIGKILL) at step 4"]
+    assert res["exit"]["code"] == -9 and res["exit"]["signal"] == 9
+    assert res["steps_seen"] == 3  # from progress.jsonl: child.json was last saved earlier
+    assert child["stage"] in ("warmup", "profiled")
+
+
+@pytest.mark.parametrize("what", ["missing", "syntax"])
+def test_run_child_never_raises_on_bad_scripts(tmp_path, capfd, what):
+    from test_runner_support import spec_for
+
+    from advisor.runner.parent import run_child
+
+    script = str(tmp_path / "gone.py")
+    if what == "syntax":
+        script = write(tmp_path / "bad.py", "def (\n")
+    res = run_child(spec_for(script, [os.path.basename(script)], str(tmp_path), str(tmp_path / "r")),
+                    timeout=60, step_timeout=30)
+    capfd.readouterr()
+    assert res["status"] == "incomplete"
+    assert res["exit"]["code"] in (1, 2)
+    assert res["incomplete_reasons"][0].startswith(
+        "script exited with code 2" if what == "missing" else "script raised SyntaxError")

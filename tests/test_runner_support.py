@@ -1,0 +1,91 @@
+"""Helpers shared by the runner tests (real processes, real torch, CPU)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from advisor.runner.parent import run_child  # noqa: E402
+
+
+def write(path, text: str) -> str:
+    path = str(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def spec_for(script: str, argv: list[str], cwd: str, run_dir: str, **kw) -> dict:
+    spec = {"script": os.path.abspath(script), "argv": argv, "cwd": cwd, "run_dir": run_dir,
+            "run_name": "baseline", "warmup_steps": 2, "profile_steps": 2, "measure_steps": 5,
+            "record_memory": True, "with_stack": False, "interventions": []}
+    spec.update(kw)
+    return spec
+
+
+def run_plain(argv: list[str], cwd: str, timeout: float = 60):
+    """`python3 <argv>` in cwd: (returncode, stdout, stderr)."""
+    p = subprocess.run([sys.executable, *argv], cwd=cwd, capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def run_advised(capfd, script, argv, cwd, run_dir, *, timeout=60, step_timeout=30, grace=5.0, **kw):
+    """run_child with the child's stdout/stderr captured at the fd level:
+    (result, stdout, stderr, progress records)."""
+    capfd.readouterr()
+    progress = []
+    res = run_child(spec_for(script, argv, cwd, run_dir, **kw), timeout=timeout,
+                    step_timeout=step_timeout, grace=grace,
+                    on_progress=lambda stage, step, info: progress.append((stage, step)))
+    out, err = capfd.readouterr()
+    return res, out, err, progress
+
+
+# A tiny but real training loop; LOOP_BODY_HOOK lets a test inject behaviour at a given step.
+TRAIN = """
+import os, sys, time
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+torch.set_float32_matmul_precision("high")
+torch.backends.cudnn.benchmark = True
+ds = TensorDataset(torch.randn(256, 8), torch.randn(256, 1))
+loader = DataLoader(ds, batch_size=8, shuffle=True)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+scaler = torch.amp.GradScaler("cpu", enabled=False)
+it = 0
+for epoch in range(EPOCHS):
+    for x, y in loader:
+        it += 1
+        HOOK
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):
+            out = model(x)
+        loss = torch.nn.functional.mse_loss(out.float(), y)
+        loss.backward()
+        opt.step()
+print("finished all epochs", it)
+"""
+
+
+def train_script(path, epochs: int = 1000, hook: str = "pass") -> str:
+    return write(path, TRAIN.replace("EPOCHS", str(epochs)).replace("HOOK", hook))
+
+
+def line_of(path: str, needle: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if needle in line:
+                return i
+    raise AssertionError(f"{needle!r} not in {path}")
+

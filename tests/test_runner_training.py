@@ -1,0 +1,172 @@
+"""The runner on real (tiny) training loops: steps, stages, trace, losses, config, stopping."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+
+from test_runner_support import line_of, run_advised, train_script, write
+
+
+def _trace_names(run_dir: str, rel: str) -> set[str]:
+    with gzip.open(os.path.join(run_dir, rel), "rt") as f:
+        doc = json.load(f)
+    return {e.get("name", "") for e in doc["traceEvents"]}
+
+
+def test_training_loop(tmp_path, capfd):
+    script = train_script(tmp_path / "proj" / "train.py")
+    run_dir = str(tmp_path / "run")
+    res, out, err, progress = run_advised(capfd, script, ["train.py", "--lr", "1"],
+                                          str(tmp_path / "proj"), run_dir)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert res["incomplete_reasons"] == []
+    assert res["exit"] == {"code": 0, "exception": None, "stopped_by_advisor": True, "signal": None}
+    assert "finished all epochs" not in out  # stopped long before the script's own end
+    assert res["stage"] == "measured"
+    assert res["steps_seen"] == 9 and res["step_source"] == "optimizer-hook"
+    assert len(res["step_times_ms"]) == 5 and all(t > 0 for t in res["step_times_ms"])
+    assert len(res["data_wait_ms"]) == 5 and all(0 <= d < t for d, t in
+                                                 zip(res["data_wait_ms"], res["step_times_ms"]))
+    assert len(res["losses"]) == 9 and all(math.isfinite(x) for x in res["losses"])
+    assert res["batch_size"] == 8 and res["batch_size_source"] == "dataloader"
+
+    # one Kineto trace with exactly the profiled steps and advisor's phase ranges
+    assert len(res["trace_files"]) == 1 and res["trace_files"][0].startswith("tb/baseline/")
+    names = _trace_names(run_dir, res["trace_files"][0])
+    assert {n for n in names if n.startswith("ProfilerStep#")} == {"ProfilerStep#1", "ProfilerStep#2"}
+    for phase in ("data", "forward", "backward", "zero_grad", "optimizer"):
+        assert f"advisor::{phase}" in names, phase
+
+    cfg = res["config"]
+    site = lambda needle: f"train.py:{line_of(script, needle)}"  # noqa: E731
+    assert cfg["dataloader"]["where"] == site("DataLoader(ds")
+    assert cfg["dataloader"]["value"] == {
+        "batch_size": 8, "num_workers": 0, "pin_memory": False, "persistent_workers": False,
+        "prefetch_factor": None, "dataset_type": "TensorDataset", "transforms": None}
+    assert cfg["optimizer"] == {"value": {"class": "SGD", "foreach": None, "fused": None, "lr": 0.05},
+                                "where": site("optim.SGD(")}
+    assert cfg["cudnn.benchmark"] == {"value": True, "where": site("cudnn.benchmark = True")}
+    assert cfg["cudnn.deterministic"] == {"value": False, "where": None}
+    assert cfg["float32_matmul_precision"] == {"value": "high",
+                                               "where": site("set_float32_matmul_precision")}
+    assert cfg["zero_grad"] == {"value": {"set_to_none": True}, "where": site("zero_grad(set_to_none")}
+    assert cfg["autocast"]["value"] == {"enabled": False, "dtype": "bfloat16", "device_type": "cpu"}
+    assert cfg["autocast"]["where"] == site("torch.autocast(")
+    assert cfg["grad_scaler"] == {"value": {"enabled": False}, "where": site("GradScaler(")}
+    assert cfg["input"] == {"value": {"dtype": "float32", "shape": [8, 8], "memory_format": "contiguous",
+                                      "device": "cpu"}, "where": site("out = model(x)")}
+    assert cfg["parameters"]["value"] == {"dtype": "float32", "conv_memory_format": None,
+                                          "count": 8 * 16 + 16 + 16 + 1, "device": "cpu"}
+    env = res["environment"]
+    assert env["python"] and env["torch"] and env["cpu_count"] >= 1 and env["gpu_count"] == 0
+    assert res["memory"]["max_allocated_bytes"] is None  # no CUDA here
+
+    # progress: every step reported, stages in order
+    steps = [(s, n) for s, n in progress if s in ("warmup", "profile", "measure")]
+    assert steps == [("warmup", 1), ("warmup", 2), ("profile", 3), ("profile", 4)] + \
+        [("measure", n) for n in range(5, 10)]
+    assert progress[0] == ("started", 0) and progress[-1] == ("done", 9)
+
+    # the run dir keeps the documents
+    child = json.load(open(os.path.join(run_dir, "child.json")))
+    assert child["stage"] == "measured" and child["steps_seen"] == 9
+    assert json.load(open(os.path.join(run_dir, "spec.json")))["argv"] == ["train.py", "--lr", "1"]
+
+
+def test_advisor_step_without_optimizer(tmp_path, capfd):
+    script = write(tmp_path / "manual.py", """
+        import torch, advisor
+        w = torch.zeros(4, requires_grad=True)
+        x, y = torch.randn(64, 4), torch.randn(64)
+        for i in range(10000):
+            loss = ((x @ w - y) ** 2).mean()
+            loss.backward()
+            with torch.no_grad():
+                w -= 0.01 * w.grad
+                w.grad = None
+            advisor.step()
+        print("never printed")
+    """)
+    res, out, err, _ = run_advised(capfd, script, ["manual.py"], str(tmp_path), str(tmp_path / "run"),
+                                   warmup_steps=1, profile_steps=1, measure_steps=3)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert res["step_source"] == "advisor.step"
+    assert res["steps_seen"] == 5 and len(res["step_times_ms"]) == 3
+    assert all(math.isfinite(x) for x in res["losses"]) and len(res["losses"]) == 5
+    assert res["batch_size"] is None  # no DataLoader, no module
+    assert "never printed" not in out
+    assert res["exit"]["code"] == 0
+
+
+def test_advisor_step_is_noop_outside_advisor(tmp_path):
+    import subprocess
+    import sys
+
+    from test_runner_support import REPO
+
+    p = subprocess.run([sys.executable, "-c", "import advisor; advisor.step(); advisor.step(); print('ok')"],
+                       capture_output=True, text=True, cwd=str(tmp_path),
+                       env={**os.environ, "PYTHONPATH": REPO})
+    assert p.returncode == 0 and p.stdout == "ok\n"
+    assert "torch" not in p.stderr
+
+
+def test_scripts_own_profiler_disarmed(tmp_path, capfd):
+    script = write(tmp_path / "prof.py", """
+        import torch
+        from torch.profiler import profile, ProfilerActivity
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            for i in range(3):
+                model(torch.randn(2, 4)).sum().backward()
+                opt.step()
+                opt.zero_grad()
+                prof.step()
+        print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=5))
+        prof.export_chrome_trace("mine.json")
+        with torch.autograd.profiler.profile() as p2:
+            torch.randn(3).sum()
+        print("events", len(p2.key_averages()))
+        for i in range(1000):
+            model(torch.randn(2, 4)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    """)
+    res, out, err, _ = run_advised(capfd, script, ["prof.py"], str(tmp_path), str(tmp_path / "run"))
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert res["config"]["optimizer"]["value"]["class"] == "Adam"
+    assert res["batch_size"] == 2 and res["batch_size_source"] == "model-input"
+    site = line_of(script, "with profile(")
+    assert f"disarmed the script's torch.profiler.profile (prof.py:{site}): it would collide " \
+           "with advisor's" in res["notes"]
+    site2 = line_of(script, "torch.autograd.profiler.profile()")
+    assert any(n.startswith(f"disarmed the script's torch.autograd.profiler.profile (prof.py:{site2})")
+               for n in res["notes"])
+    assert "events 0" in out
+    assert not os.path.exists(tmp_path / "mine.json")
+    assert len(res["trace_files"]) == 1  # advisor's own profiler still worked
+
+
+def test_gan_two_optimizers_one_step_per_iteration(tmp_path, capfd):
+    script = write(tmp_path / "gan.py", """
+        import torch
+        G, D = torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)
+        og = torch.optim.SGD(G.parameters(), lr=0.01)
+        od = torch.optim.SGD(D.parameters(), lr=0.01)
+        n = 0
+        for i in range(1000):
+            n += 1
+            od.zero_grad(); D(G(torch.randn(4, 2)).detach()).mean().backward(); od.step()
+            og.zero_grad(); (-D(G(torch.randn(4, 2)))).mean().backward(); og.step()
+            print("iter", n, flush=True)
+    """)
+    res, out, err, _ = run_advised(capfd, script, ["gan.py"], str(tmp_path), str(tmp_path / "run"),
+                                   warmup_steps=1, profile_steps=1, measure_steps=2)
+    assert res["status"] == "complete"
+    assert res["steps_seen"] == 4
+    # the 4th step ends when od (the first optimizer) steps for the 4th time
+    assert out.splitlines()[-1] == "iter 3"
