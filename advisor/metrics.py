@@ -1,9 +1,12 @@
 """Metrics over a TraceModel (internals.md §3): pure functions, JSON-ready output.
 
-Conventions (all documented in internals.md §3):
+Conventions (documented in internals.md §3):
 - A GPU op, runtime call or CPU op belongs to a step when it *starts* inside the step window.
 - Per-step quantities are totals over the trace's steps divided by the number of steps, except
-  ``breakdown`` (per-phase median, rescaled so it sums exactly to ``step_time_ms``).
+  ``breakdown`` (per-phase median, rescaled so it sums exactly to ``step_time_ms``) and
+  ``gpu_kernel_ms_per_step`` (median over steps).
+- "GPU ops" are kernels, memcpys and memsets; ``kernel_time_by_class`` and the per-class figures
+  cover all three (classes ``memcpy`` and ``fill_memset``), ``kernels_per_step`` only kernels.
 - ``breakdown`` with a GPU: each instant of a step is charged to the launch phase of the GPU
   op running then (the earliest-started one when ops overlap); idle instants go to data_wait /
   h2d when the CPU is in that phase, else gpu_idle. Without GPU activity: the CPU phase.
@@ -13,52 +16,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from advisor.trace.classify import CLASSES
+from advisor.trace.classify import CLASSES, CODE
+from advisor.trace.intervals import clip, in_windows, overlap, union_pieces, window_index
 from advisor.trace.model import TraceModel, steps_from
-from advisor.trace.phases import OTHER, P, PHASES, GpuOps, Timeline, gpu_ops, lookup, timeline
+from advisor.trace.phases import OTHER, P, PHASES, GpuOps, Timeline, gpu_ops, timeline
+from advisor.trace.syncs import sync_episodes
 
-SYNC_CALLS = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
-              "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize"}
-SYNC_MEMCPY_CALLS = {"cudaMemcpy", "cudaMemcpyAsync", "cuMemcpy", "cuMemcpyAsync",
-                     "cuMemcpyDtoH", "cuMemcpyDtoHAsync", "cudaMemcpy2D", "cudaMemcpy2DAsync"}
-ITEM_OPS = {"aten::item", "aten::_local_scalar_dense"}
+__all__ = ["analyze", "union_pieces", "step_breakdown_gpu", "step_breakdown_cpu",
+           "combine_breakdown", "PHASES"]
+
 TOP_KERNELS = 15
-
-
-# --- interval helpers ------------------------------------------------------------------
-
-def union_pieces(start: np.ndarray, end: np.ndarray, label: np.ndarray):
-    """Disjoint sorted pieces covering the union of intervals; each instant keeps the label of
-    the earliest-started interval covering it (so every instant is charged exactly once)."""
-    order = np.argsort(start, kind="stable")
-    s, e, lab = start[order], end[order], label[order]
-    if not len(s):
-        return s, e, lab
-    reach = np.maximum.accumulate(e)
-    ps = np.maximum(s, np.concatenate([[-np.inf], reach[:-1]]))
-    keep = e > ps
-    return ps[keep], e[keep], lab[keep]
-
-
-def _clip(ps, pe, lo, hi):
-    i0 = np.searchsorted(pe, lo, "right")
-    i1 = np.searchsorted(ps, hi, "left")
-    return np.clip(ps[i0:i1], lo, hi), np.clip(pe[i0:i1], lo, hi), slice(i0, i1)
-
-
-def _overlap(a_s, a_e, ps, pe) -> float:
-    """Measure of (union of intervals a) ∩ (disjoint sorted pieces p); a is disjoint too."""
-    if not len(a_s) or not len(ps):
-        return 0.0
-    cum = np.concatenate([[0.0], np.cumsum(pe - ps)])
-
-    def upto(t):
-        i = np.searchsorted(ps, t, "right")
-        j = np.maximum(i - 1, 0)
-        part = np.where(i > 0, np.clip(t - ps[j], 0.0, pe[j] - ps[j]), 0.0)
-        return cum[j] + part
-
-    return float(np.sum(upto(a_e) - upto(a_s)))
+SHORT_KERNEL_US = 20.0
 
 
 # --- breakdown -------------------------------------------------------------------------
@@ -67,12 +35,12 @@ def step_breakdown_gpu(tl: Timeline, pieces, lo: float, hi: float) -> np.ndarray
     """Per-phase microseconds of one step window, GPU-centric; sums to hi - lo."""
     ps, pe, lab = pieces
     out = np.zeros(len(PHASES))
-    cs, ce, sl = _clip(ps, pe, lo, hi)
+    cs, ce, sl = clip(ps, pe, lo, hi)
     out += np.bincount(lab[sl], weights=ce - cs, minlength=len(PHASES))[: len(PHASES)]
     idle = (hi - lo) - float(np.sum(ce - cs))
     for phase in ("data_wait", "h2d"):
         s, e = tl.segments(P[phase], lo, hi)
-        idle_here = float(np.sum(e - s)) - _overlap(s, e, cs, ce)
+        idle_here = float(np.sum(e - s)) - overlap(s, e, cs, ce)
         out[P[phase]] += idle_here
         idle -= idle_here
     out[P["gpu_idle"]] += max(idle, 0.0)
@@ -92,7 +60,7 @@ def step_breakdown_cpu(tl: Timeline, lo: float, hi: float) -> np.ndarray:
 
 def combine_breakdown(per_step: np.ndarray, step_ms: float) -> dict[str, float]:
     """Per-phase median over steps, rescaled to sum exactly to the median step time."""
-    med = np.median(per_step, axis=0) / 1000.0
+    med = np.median(per_step, axis=0) / 1000.0 if len(per_step) else np.zeros(len(PHASES))
     total = med.sum()
     med = med * (step_ms / total) if total > 0 else med
     vals = [round(float(v), 4) for v in med]
@@ -102,99 +70,26 @@ def combine_breakdown(per_step: np.ndarray, step_ms: float) -> dict[str, float]:
     return dict(zip(PHASES, vals))
 
 
-# --- syncs -----------------------------------------------------------------------------
-
-def _top_level_ops(model: TraceModel) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per tid: (starts, ends) of top-level cpu_op rows (not nested in another cpu_op)."""
-    cpu = model.cpu
-    rows = np.flatnonzero(cpu.cat == 0)
-    out = {}
-    for tid in np.unique(cpu.tid[rows]):
-        r = rows[cpu.tid[rows] == tid]
-        s, e = cpu.ts[r], cpu.ts[r] + cpu.dur[r]
-        reach = np.concatenate([[-np.inf], np.maximum.accumulate(e)[:-1]])
-        top = s >= reach
-        out[int(tid)] = (s[top], e[top])
-    return out
-
-
-def sync_points(model: TraceModel) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Timestamps of host-blocking sync points, one per blocking episode, and the raw
-    timestamps per call name.
-
-    Counted: cuda*Synchronize calls; cudaMemcpy (synchronous API) unless device-to-device;
-    cudaMemcpyAsync into pageable host memory (DtoH to pageable returns only when done);
-    aten::item / aten::_local_scalar_dense. Candidates inside the same top-level cpu_op on the
-    same thread (``.item()`` = aten::item + a DtoH copy + cudaStreamSynchronize) count once."""
-    rt, cpu, names = model.runtime, model.cpu, model.names
-    cand_ts, cand_tid, raw = [], [], {}
-    if len(rt):
-        sync_ids = model.name_mask(lambda n: n in SYNC_CALLS)[rt.name_id]
-        mc_ids = model.name_mask(lambda n: n in SYNC_MEMCPY_CALLS)[rt.name_id]
-        blocking = sync_ids.copy()
-        mc_rows = np.flatnonzero(mc_ids)
-        if len(mc_rows) and len(model.memcpy):
-            m = model.memcpy
-            j = lookup(m.correlation, rt.correlation[mc_rows])
-            ok = j >= 0
-            jj = np.maximum(j, 0)
-            is_async = np.array(["Async" in names[i] for i in rt.name_id[mc_rows]], dtype=bool)
-            dtoh_pageable = (m.kind[jj] == "DtoH") & (m.dst[jj] == "Pageable")
-            sync_api = ~is_async & (m.kind[jj] != "DtoD")
-            blocking[mc_rows[ok & (dtoh_pageable | sync_api)]] = True
-        rows = np.flatnonzero(blocking)
-        cand_ts.append(rt.ts[rows]); cand_tid.append(rt.tid[rows])
-        for i in rows:
-            raw.setdefault(names[rt.name_id[i]], []).append(rt.ts[i])
-    if model.has_gpu or model.meta.get("device_properties"):
-        rows = model.cpu_where(lambda n: n in ITEM_OPS)
-        if len(rows):
-            cand_ts.append(cpu.ts[rows]); cand_tid.append(cpu.tid[rows])
-            for i in rows:
-                raw.setdefault(names[cpu.name_id[i]], []).append(cpu.ts[i])
-    if not cand_ts:
-        return np.empty(0), {}
-    ts, tid = np.concatenate(cand_ts), np.concatenate(cand_tid)
-    tops = _top_level_ops(model)
-    seen, keep = set(), []
-    for k in np.argsort(ts, kind="stable"):
-        s, e = tops.get(int(tid[k]), (np.empty(0), np.empty(0)))
-        i = int(np.searchsorted(s, ts[k], "right")) - 1
-        key = (int(tid[k]), i) if i >= 0 and ts[k] <= e[i] else ("solo", int(k))
-        if key not in seen:
-            seen.add(key)
-            keep.append(ts[k])
-    return np.asarray(keep), {n: np.asarray(v) for n, v in raw.items()}
-
-
-# --- analyze ---------------------------------------------------------------------------
-
-def _in_steps(ts: np.ndarray, win: np.ndarray) -> np.ndarray:
-    """Boolean: does each timestamp fall inside some step window?"""
-    if not len(win) or not len(ts):
-        return np.zeros(len(ts), dtype=bool)
-    order = np.argsort(win[:, 0])
-    s, e = win[order, 0], win[order, 1]
-    i = np.searchsorted(s, ts, "right") - 1
-    ok = i >= 0
-    return ok & (ts < e[np.maximum(i, 0)])
-
+# --- per-topic summaries ------------------------------------------------------------------
 
 def _memcpy_summary(model: TraceModel, sel: np.ndarray, n: int) -> dict:
+    """{kind: per-step bytes, ms, count, and pageable / pinned split of the host side}."""
     m = model.memcpy
     out = {}
-    for kind in np.unique(m.kind[sel]) if sel.any() else []:
+    for kind in (np.unique(m.kind[sel]) if sel.any() else []):
         r = sel & (m.kind == kind)
         host = m.src if kind == "HtoD" else m.dst   # the host side decides pageable vs pinned
+        pg, pn = r & (host == "Pageable"), r & (host == "Pinned")
         out[str(kind)] = {
-            "bytes": int(m.bytes[r].sum()) / n, "ms": float(m.dur[r].sum()) / 1000 / n,
-            "count": int(r.sum()) / n,
-            "pageable_bytes": int(m.bytes[r & (host == "Pageable")].sum()) / n,
-            "pinned_bytes": int(m.bytes[r & (host == "Pinned")].sum()) / n}
+            "bytes": float(m.bytes[r].sum()) / n, "ms": float(m.dur[r].sum()) / 1000 / n,
+            "count": float(r.sum()) / n,
+            "pageable_bytes": float(m.bytes[pg].sum()) / n, "pinned_bytes": float(m.bytes[pn].sum()) / n,
+            "pageable_ms": float(m.dur[pg].sum()) / 1000 / n, "pinned_ms": float(m.dur[pn].sum()) / 1000 / n}
     return out
 
 
 def _memory(model: TraceModel, child: dict | None) -> dict:
+    """Peak from GPU [memory] events, capacity from deviceProperties; child.json fills gaps."""
     mem, props = model.memory, model.meta.get("device_properties") or []
     gpu = mem.device >= 0
     out = {"peak_allocated_bytes": None, "peak_reserved_bytes": None, "capacity_bytes": None,
@@ -220,55 +115,115 @@ def _memory(model: TraceModel, child: dict | None) -> dict:
     return out
 
 
-def _kernel_stats(model: TraceModel, ops: GpuOps, sel: np.ndarray, n: int) -> dict:
-    t = np.bincount(ops.cls[sel], weights=ops.end[sel] - ops.start[sel],
-                    minlength=len(CLASSES))[: len(CLASSES)]
+def _kernel_stats(model: TraceModel, ops: GpuOps, sel: np.ndarray, win: np.ndarray) -> dict:
+    n = max(len(win), 1)
+    dur = ops.end - ops.start
+    t = np.bincount(ops.cls[sel], weights=dur[sel], minlength=len(CLASSES))[: len(CLASSES)]
     total = t.sum()
     ksel = sel & (ops.kind == 0)
-    kdur = (ops.end - ops.start)[ksel]
-    top = []
-    if ksel.any():
-        nid = model.kernels.name_id[ops.row[ksel]]
-        by_name = np.bincount(nid, weights=kdur)
-        counts = np.bincount(nid)
-        for i in np.argsort(-by_name)[:TOP_KERNELS]:
-            if counts[i] == 0:
-                continue
-            m = nid == i
-            cls = np.bincount(ops.cls[ksel][m], weights=kdur[m], minlength=len(CLASSES))
-            top.append({"name": model.names[i], "cls": CLASSES[int(np.argmax(cls))],
-                        "ms": float(by_name[i]) / 1000 / n, "count": float(counts[i]) / n,
-                        "mean_us": float(by_name[i] / counts[i])})
+    kdur = dur[ksel]
+    step = window_index(ops.start, win)
+    per_step = np.bincount(step[sel], weights=dur[sel], minlength=len(win)) / 1000
+    phase_class, phase_count = {}, {}
+    for code, phase in enumerate(PHASES):
+        here = sel & (ops.phase == code)
+        if here.any():
+            c = np.bincount(ops.cls[here], weights=dur[here], minlength=len(CLASSES))
+            phase_class[phase] = {CLASSES[i]: float(v) / 1000 / n for i, v in enumerate(c) if v}
+            if (here & (ops.kind == 0)).any():
+                phase_count[phase] = float((here & (ops.kind == 0)).sum()) / n
     return {
         "kernel_time_by_class": {c: (float(v / total) if total else 0.0) for c, v in zip(CLASSES, t)},
         "kernel_time_ms_by_class": {c: float(v) / 1000 / n for c, v in zip(CLASSES, t)},
+        "gpu_kernel_ms_per_step": float(np.median(per_step)) if len(per_step) else 0.0,
+        "phase_class_ms": phase_class,
+        "phase_kernel_count": phase_count,
         "kernels_per_step": float(ksel.sum()) / n,
         "mean_kernel_us": float(kdur.mean()) if len(kdur) else None,
-        "top_kernels": top,
+        "short_kernel_frac": float((kdur < SHORT_KERNEL_US).mean()) if len(kdur) else 0.0,
+        "top_kernels": _top_kernels(model, ops, ksel, n),
+        "communication": _communication(ops, sel, n),
     }
 
+
+def _top_kernels(model: TraceModel, ops: GpuOps, ksel: np.ndarray, n: int) -> list[dict]:
+    """The kernels with the most time per step; cls is the class holding most of its time."""
+    if not ksel.any():
+        return []
+    nid = model.kernels.name_id[ops.row[ksel]]
+    kdur = (ops.end - ops.start)[ksel]
+    by_name, counts = np.bincount(nid, weights=kdur), np.bincount(nid)
+    out = []
+    for i in np.argsort(-by_name)[:TOP_KERNELS]:
+        if counts[i] == 0:
+            continue
+        m = nid == i
+        cls = np.bincount(ops.cls[ksel][m], weights=kdur[m], minlength=len(CLASSES))
+        out.append({"name": model.names[i], "cls": CLASSES[int(np.argmax(cls))],
+                    "ms": float(by_name[i]) / 1000 / n, "count": float(counts[i]) / n,
+                    "mean_us": float(by_name[i] / counts[i])})
+    return out
+
+
+def _communication(ops: GpuOps, sel: np.ndarray, n: int) -> dict:
+    """NCCL time per step and the part of it with no compute kernel running beside it."""
+    comm = sel & (ops.cls == CODE["communication"])
+    if not comm.any():
+        return {"ms_per_step": 0.0, "exposed_ms_per_step": 0.0}
+    cs, ce, _ = union_pieces(ops.start[comm], ops.end[comm], np.zeros(int(comm.sum()), np.int8))
+    comp = sel & ~comm & (ops.kind == 0)
+    ks, ke, _ = union_pieces(ops.start[comp], ops.end[comp], np.zeros(int(comp.sum()), np.int8))
+    busy = float(np.sum(ce - cs))
+    return {"ms_per_step": float(np.sum(ops.end[comm] - ops.start[comm])) / 1000 / n,
+            "exposed_ms_per_step": (busy - overlap(cs, ce, ks, ke)) / 1000 / n}
+
+
+def _syncs(model: TraceModel, win: np.ndarray, n: int) -> dict:
+    ts, names, raw = sync_episodes(model)
+    inside = in_windows(ts, win)
+    counts: dict[str, int] = {}
+    for name, ok in zip(names, inside.tolist()):
+        if ok:
+            counts[name] = counts.get(name, 0) + 1
+    return {
+        "syncs_per_step": float(inside.sum()) / n,
+        "syncs": [{"name": k, "per_step": v / n} for k, v in sorted(counts.items(), key=lambda x: -x[1])],
+        "sync_calls_per_step": {k: float(in_windows(v, win).sum()) / n for k, v in raw.items()},
+    }
+
+
+def _launch_ms(model: TraceModel, win: np.ndarray, n: int) -> float:
+    """CPU time per step in kernel-launch runtime calls, all threads (backward launches from
+    autograd's thread count as much as the main thread's)."""
+    rt = model.runtime
+    if not len(rt):
+        return 0.0
+    rows = model.name_mask(lambda s: "Launch" in s)[rt.name_id] & in_windows(rt.ts, win)
+    return float(rt.dur[rows].sum()) / 1000 / n
+
+
+# --- analyze ---------------------------------------------------------------------------
 
 def analyze(model: TraceModel, child: dict | None = None) -> dict:
     """All metrics of internals.md §3 for one trace (``child`` fills memory gaps)."""
     win = steps_from(model.steps)
     n = max(len(win), 1)
     durs = win[:, 1] - win[:, 0]
-    step_ms = float(np.median(durs)) / 1000 if len(durs) else 0.0
+    step_ms = round(float(np.median(durs)) / 1000, 4) if len(durs) else 0.0
     tl = timeline(model)
     ops = gpu_ops(model, tl)
     has_gpu = model.has_gpu
+    busy_pct = None
     if has_gpu:
         pieces = union_pieces(ops.start, ops.end, ops.phase)
         per_step = np.array([step_breakdown_gpu(tl, pieces, a, b) for a, b in win])
-        busy = sum(float(np.sum(ce - cs)) for cs, ce, _ in
-                   (_clip(pieces[0], pieces[1], a, b) for a, b in win))
+        busy = sum(float(np.sum(e - s)) for s, e, _ in (clip(pieces[0], pieces[1], a, b) for a, b in win))
+        busy_pct = 100.0 * busy / float(durs.sum()) if durs.sum() > 0 else None
     else:
         per_step = np.array([step_breakdown_cpu(tl, a, b) for a, b in win])
-        busy = 0.0
-    sel = _in_steps(ops.start, win)
-    syncs, raw = sync_points(model)
+    sel = in_windows(ops.start, win)
     out = {
-        "step_time_ms": round(step_ms, 4),
+        "step_time_ms": step_ms,
         "step_time_spread_ms": float(np.subtract(*np.percentile(durs, [75, 25]))) / 1000
         if len(durs) else 0.0,
         "steps_in_trace": len(model.steps),
@@ -276,15 +231,15 @@ def analyze(model: TraceModel, child: dict | None = None) -> dict:
         "step_source": _step_source(model),
         "has_gpu": has_gpu,
         "phase_sources": tl.sources,
-        "breakdown": combine_breakdown(per_step.reshape(-1, len(PHASES)), round(step_ms, 4)),
-        "gpu_busy_pct": (100.0 * busy / float(durs.sum())) if has_gpu and durs.sum() > 0 else None,
-        "syncs_per_step": float(_in_steps(syncs, win).sum()) / n,
-        "sync_calls_per_step": {k: float(_in_steps(v, win).sum()) / n for k, v in raw.items()},
+        "breakdown": combine_breakdown(per_step.reshape(-1, len(PHASES)), step_ms),
+        "gpu_busy_pct": busy_pct,
+        "cpu_launch_ms_per_step": _launch_ms(model, win, n),
         "memcpy": _memcpy_summary(model, sel[ops.kind == 1], n),
         "memory": _memory(model, child),
         "trace_path": model.meta.get("trace_path"),
     }
-    out.update(_kernel_stats(model, ops, sel, n))
+    out.update(_syncs(model, win, n))
+    out.update(_kernel_stats(model, ops, sel, win))
     return out
 
 

@@ -28,7 +28,7 @@ SEVERITY = "info"
 NEEDS = ("gpu", "memory")
 FIX = "batch-size"
 HITS = ("amp_bf16_channels_last",)
-NON_HITS = {"near_capacity_config": "peak at 95% of capacity"}
+NON_HITS = {"near_capacity": "a ballast holds 92% of the device: no headroom"}
 
 
 def _mem(ctx):

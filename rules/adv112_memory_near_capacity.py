@@ -27,7 +27,7 @@ NAME = "memory-near-capacity"
 SEVERITY = "warning"
 NEEDS = ("gpu", "memory")
 FIX = "expandable-segments"
-HITS = ("near_capacity_config",)
+HITS = ("near_capacity",)
 NON_HITS = {"amp_bf16_channels_last": "a few GB of an H200"}
 
 

@@ -28,7 +28,7 @@ NAME = "exposed-communication"
 SEVERITY = "warning"
 NEEDS = ("gpu", "steps")
 FIX = "overlap-communication"
-HITS = ("exposed_comm_synthetic",)
+HITS = ("ddp_exposed_rank0",)
 NON_HITS = {"amp_bf16_channels_last": "single GPU: no communication"}
 
 

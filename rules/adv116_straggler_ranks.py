@@ -2,7 +2,9 @@
 
 What it does:
     Given traces of several ranks (``advisor inspect rank0.json rank1.json ...``), compares
-    each rank's median step time with the median over ranks.
+    the time each rank spends inside communication kernels per step. Collectives end
+    together, so step times match across ranks; the straggler is the rank that waits least
+    in them while the others wait for it (Holistic Trace Analysis uses the same signal).
 
 Why is this bad:
     Collective operations wait for the slowest rank: one rank with a slower loader, a
@@ -29,26 +31,33 @@ NAME = "straggler-ranks"
 SEVERITY = "warning"
 NEEDS = ("ranks",)
 FIX = None
-HITS = ("straggler_synthetic",)
-NON_HITS = {"amp_bf16_channels_last": "one rank only: skipped, not guessed"}
+HITS = ("ddp_straggler_case",)
+NON_HITS = {"ddp_exposed_case": "balanced ranks: equal time in communication",
+            "amp_bf16_channels_last": "one rank only: skipped, not guessed"}
+
+
+def _comm_ms(analysis: dict) -> float:
+    return float((analysis.get("communication") or {}).get("ms_per_step") or 0.0)
 
 
 def check(ctx):
     from advisor.metrics import analyze
 
-    times = [float(ctx.analysis.get("step_time_ms") or 0.0)]
-    times += [float(analyze(m).get("step_time_ms") or 0.0) for m in ctx.extra_models]
-    med = statistics.median(times)
-    if not med:
+    analyses = [ctx.analysis] + [analyze(m) for m in ctx.extra_models]
+    comm = [_comm_ms(a) for a in analyses]
+    step = statistics.median(float(a.get("step_time_ms") or 0.0) for a in analyses)
+    if not step or max(comm) == 0.0:
         return None
-    worst = max(range(len(times)), key=lambda i: times[i])
-    excess = times[worst] / med - 1.0
-    if excess < ctx.thresholds.straggler_frac:
+    fast = min(range(len(comm)), key=lambda i: comm[i])
+    waiting = statistics.median(c for i, c in enumerate(comm) if i != fast) - comm[fast]
+    if waiting / step < ctx.thresholds.straggler_frac:
         return None
     return {
-        "message": f"Rank {worst} is {pct(excess)} slower per step than the median rank.",
-        "evidence": [f"rank {i}: {t:.2f} ms per step" for i, t in enumerate(times)],
-        "estimated_gain_ms": times[worst] - med,
+        "message": f"Rank {fast} is the straggler: the other ranks wait {waiting:.1f} ms per step for it "
+                   f"in communication ({pct(waiting / step)} of the step).",
+        "evidence": [f"rank {i}: {c:.2f} ms per step in communication kernels, step {float(a.get('step_time_ms') or 0):.2f} ms"
+                     for i, (c, a) in enumerate(zip(comm, analyses))],
+        "estimated_gain_ms": waiting,
         "fix": {"intervention": None, "changes_numerics": False, "suggest_only": True,
-                "code": "# compare the slow rank's breakdown with the others'"},
+                "code": f"# compare rank {fast}'s breakdown with the others': its extra work sets the pace"},
     }

@@ -70,7 +70,7 @@ def record_plain(out: str, annotate: bool, use_opt: bool, name: str) -> str:
     for _ in range(1):
         _step(model, opt, it, annotate=False)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(4):
+        for _ in range(6):
             _step(model, opt, it, annotate=annotate, use_opt=use_opt)
     path = os.path.join(out, f"{name}.pt.trace.json")
     prof.export_chrome_trace(path)

@@ -190,6 +190,27 @@ def test_known_gpu_breakdown(tmp_path):
     assert a["memory"]["peak_allocated_bytes"] == 5_000_000_000
     assert a["memory"]["capacity_bytes"] == 80_000_000_000
     assert a["top_kernels"][0]["name"] == ADD_K and a["top_kernels"][0]["ms"] == pytest.approx(0.037)
+    assert sorted((s["name"], s["per_step"]) for s in a["syncs"]) == \
+        [("aten::item", 1.0), ("cudaStreamSynchronize", 1.0)]
+    assert a["sync_calls_per_step"]["cudaMemcpyAsync"] == 1  # the DtoH one; the HtoD copy does not block
+    assert a["phase_class_ms"]["forward"] == {"tc_gemm_conv": pytest.approx(0.030)}
+    assert a["phase_class_ms"]["optimizer"] == {"optimizer": pytest.approx(0.002)}
+    assert a["phase_kernel_count"] == {"forward": 1, "backward": 1, "optimizer": 1}
+    assert a["gpu_kernel_ms_per_step"] == pytest.approx(0.073)
+    assert a["short_kernel_frac"] == pytest.approx(1 / 3)  # the 2 us add
+    assert a["cpu_launch_ms_per_step"] == pytest.approx(0.003)  # three 1 us cudaLaunchKernel
+    assert a["communication"] == {"ms_per_step": 0.0, "exposed_ms_per_step": 0.0}
+
+
+def test_exposed_communication(tmp_path):
+    """NCCL [0,40) beside a GEMM [10,30): 40 us of communication, 20 us of it exposed."""
+    ev = [_x("user_annotation", "ProfilerStep#1", 0, 50),
+          _k("kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0, 40, 1),
+          {**_k("kernel", TC_K, 10, 20, 2), "tid": 8}]
+    p = tmp_path / "comm.pt.trace.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    c = analyze(load_trace(p))["communication"]
+    assert c["ms_per_step"] == pytest.approx(0.040) and c["exposed_ms_per_step"] == pytest.approx(0.020)
 
 
 def test_union_pieces_charge_each_instant_once():
@@ -226,6 +247,11 @@ def test_fp32_is_off_tensor_cores_with_fills_and_pageable_copies():
     ops = gpu_ops(m, timeline(m))
     fills = (ops.cls == CODE["fill_memset"]) & (ops.phase == P["zero_grad"])
     assert fills.sum() > 10  # zero_grad(set_to_none=False): one FillFunctor per parameter
+    assert a["phase_class_ms"]["zero_grad"]["fill_memset"] > 0
+    assert a["phase_kernel_count"]["optimizer"] > 100  # foreach=False SGD: kernels per parameter
+    assert a["phase_class_ms"]["optimizer"]["optimizer"] > 0
+    # the blocking copies are the non_blocking=False HtoD copies' stream syncs
+    assert {s["name"] for s in a["syncs"]} == {"aten::to (cudaStreamSynchronize)"}
     assert a["memcpy"]["HtoD"]["pageable_bytes"] > 0 and a["memcpy"]["HtoD"]["pinned_bytes"] == 0
 
 
@@ -247,7 +273,10 @@ def test_layout_transposes_vanish_with_channels_last():
 
 
 def test_syncs():
-    assert analyze(_gpu("sync_item"))["syncs_per_step"] >= 1
+    a = analyze(_gpu("sync_item"))
+    assert a["syncs_per_step"] >= 1
+    assert sum(s["per_step"] for s in a["syncs"]) == a["syncs_per_step"]
+    assert {s["name"] for s in a["syncs"]} == {"aten::item", "cudaDeviceSynchronize"}
     fast = analyze(_gpu("amp_bf16_channels_last"))  # pinned, non_blocking copies: no sync
     assert fast["syncs_per_step"] == 0
     scaler = analyze(_gpu("amp_fp16_scaler_nchw"))["syncs_per_step"]

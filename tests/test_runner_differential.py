@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from test_runner_support import run_advised, run_plain, write
+from test_runner_support import run_many, run_plain, write
 
 PROBE = '''
 """probe docstring"""
@@ -37,16 +37,36 @@ print("normal end")
 '''
 
 
-@pytest.mark.parametrize("mode,expect_rc", [
-    ("exit3", 3), ("raise", 1), ("", 0), ("exitmsg", 1), ("interrupt", -2),
-])
-def test_same_as_python(tmp_path, capfd, mode, expect_rc):
-    script = write(tmp_path / "proj" / "probe.py", PROBE)
-    argv = ["probe.py", mode, "b"] if mode else ["probe.py"]
-    cwd = str(tmp_path / "proj")
-    rc, out, err = run_plain(argv, cwd)
-    assert rc == expect_rc
-    res, out2, err2, _ = run_advised(capfd, script, argv, cwd, str(tmp_path / "run"))
+MODES = {"exit3": 3, "raise": 1, "": 0, "exitmsg": 1, "interrupt": -2}
+RELS = ("../sub/dir/probe.py", "link/dir/probe.py", "./../sub//dir/probe.py")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every case run once under python3 and once under advisor (in parallel)."""
+    tmp = tmp_path_factory.mktemp("diff")
+    proj = str(tmp / "proj")
+    script = write(tmp / "proj" / "probe.py", PROBE)
+    sub = write(tmp / "sub" / "dir" / "probe.py", PROBE)
+    (tmp / "other").mkdir()
+    os.symlink(tmp / "sub", tmp / "other" / "link")
+    bad = write(tmp / "bad" / "bad.py", "x = 1\ndef f(:\n    pass\n")
+    cases = {}
+    for mode in MODES:
+        cases[f"mode-{mode}"] = (script, ["probe.py", mode, "b"] if mode else ["probe.py"], proj)
+    for i, rel in enumerate(RELS):
+        cases[f"rel-{i}"] = (sub, [rel, "exit3"], str(tmp / "other"))
+    cases["syntax"] = (bad, ["bad.py"], str(tmp / "bad"))
+    jobs = {name: dict(script=sc, argv=argv, cwd=cwd, run_dir=str(tmp / "runs" / name))
+            for name, (sc, argv, cwd) in cases.items()}
+    advised = run_many(jobs, tmp / "drivers")
+    return {name: (run_plain(argv, cwd), advised[name]) for name, (sc, argv, cwd) in cases.items()}, tmp
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_same_as_python(runs, mode):
+    (rc, out, err), (res, out2, err2) = runs[0][f"mode-{mode}"]
+    assert rc == MODES[mode]
     assert out2 == out
     assert err2 == err  # identical tracebacks, including the last line
     assert res["exit"]["code"] == rc
@@ -61,23 +81,16 @@ def test_same_as_python(tmp_path, capfd, mode, expect_rc):
         assert "without a training step" in res["incomplete_reasons"][0]
 
 
-def test_subdirectory_relative_path_other_cwd(tmp_path, capfd):
-    """`cd other && python3 ../sub/dir/probe.py x` — and through a symlinked directory."""
-    script = write(tmp_path / "sub" / "dir" / "probe.py", PROBE)
-    (tmp_path / "other").mkdir()
-    os.symlink(tmp_path / "sub", tmp_path / "other" / "link")
-    for rel in ("../sub/dir/probe.py", "link/dir/probe.py", "./../sub//dir/probe.py"):
-        argv = [rel, "exit3"]
-        rc, out, err = run_plain(argv, str(tmp_path / "other"))
-        res, out2, err2, _ = run_advised(capfd, script, argv, str(tmp_path / "other"), str(tmp_path / "run"))
-        assert (out2, err2, res["exit"]["code"]) == (out, err, rc), rel
-        # CPython puts realpath(dirname(script)) first on sys.path: symlinks resolved
-        assert f"path0 {os.path.realpath(tmp_path / 'sub' / 'dir')}\n" in out
+@pytest.mark.parametrize("i", range(len(RELS)))
+def test_subdirectory_relative_path_other_cwd(runs, i):
+    """`cd other && python3 ../sub/dir/probe.py x` — also through a symlinked directory."""
+    (rc, out, err), (res, out2, err2) = runs[0][f"rel-{i}"]
+    assert (out2, err2, res["exit"]["code"]) == (out, err, rc), RELS[i]
+    # CPython puts realpath(dirname(script)) first on sys.path: symlinks resolved
+    assert f"path0 {os.path.realpath(runs[1] / 'sub' / 'dir')}\n" in out
 
 
-def test_syntax_error_same_as_python(tmp_path, capfd):
-    script = write(tmp_path / "bad.py", "x = 1\ndef f(:\n    pass\n")
-    rc, out, err = run_plain(["bad.py"], str(tmp_path))
-    res, out2, err2, _ = run_advised(capfd, script, ["bad.py"], str(tmp_path), str(tmp_path / "run"))
+def test_syntax_error_same_as_python(runs):
+    (rc, out, err), (res, out2, err2) = runs[0]["syntax"]
     assert (rc, out, err) == (res["exit"]["code"], out2, err2)
     assert res["exit"]["exception"].startswith("SyntaxError")

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from test_runner_support import run_advised, train_script, write
+from test_runner_support import run_many, train_script, write
 
 from advisor.runner.parent import validate_script
 
@@ -37,25 +37,49 @@ def test_validate_script(tmp_path):
     assert validate_script(noext) is None  # python runs extension-less scripts too
 
 
-def _run(capfd, tmp_path, hook="pass", epochs=1000, **kw):
-    script = train_script(tmp_path / "train.py", epochs=epochs, hook=hook)
-    run_dir = str(tmp_path / "run")
-    res, out, err, progress = run_advised(capfd, script, ["train.py"], str(tmp_path), run_dir, **kw)
-    assert res["status"] == "incomplete"
-    assert len(res["incomplete_reasons"]) == 1 and "\n" not in res["incomplete_reasons"][0]
-    return res, out, err, _child_json(run_dir)
+SCENARIOS = {
+    "early": dict(hook="raise ValueError('early')"),
+    "mid": dict(hook="if it == 7: raise ValueError('boom')"),
+    "exit2": dict(hook="sys.exit(2)"),
+    "short": dict(hook="if it > 4: break"),
+    # step_timeout counts from the script's start (not from launch: importing torch is ours)
+    "nostep": dict(hook="time.sleep(120)", step_timeout=3),
+    "hang": dict(hook="if it == 4: time.sleep(120)", timeout=9, step_timeout=8),
+    "deaf": dict(hook="if it == 2: import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                      "time.sleep(120)", timeout=8, step_timeout=7, grace=1),
+    "kill9": dict(hook="if it == 4: os.kill(os.getpid(), 9)"),
+}
 
 
-def test_raises_before_first_step(tmp_path, capfd):
-    res, out, err, child = _run(capfd, tmp_path, hook="raise ValueError('early')")
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """All scenarios run once, in parallel (most of them wait on purpose)."""
+    tmp = tmp_path_factory.mktemp("fail")
+    jobs = {}
+    for name, sc in SCENARIOS.items():
+        sc = dict(sc)
+        script = train_script(tmp / name / "train.py", hook=sc.pop("hook"))
+        jobs[name] = dict(script=script, argv=["train.py"], cwd=str(tmp / name),
+                          run_dir=str(tmp / name / "run"), **sc)
+    done = run_many(jobs, tmp / "drivers", workers=len(jobs))
+    out = {}
+    for name, (res, o, e) in done.items():
+        assert res["status"] == "incomplete", name
+        assert len(res["incomplete_reasons"]) == 1 and "\n" not in res["incomplete_reasons"][0]
+        out[name] = (res, o, e, _child_json(jobs[name]["run_dir"]))
+    return out
+
+
+def test_raises_before_first_step(runs):
+    res, out, err, child = runs["early"]
     assert res["incomplete_reasons"] == ["script raised ValueError: early before the first step"]
     assert res["exit"]["code"] == 1 and child["stage"] == "started"
     assert err.rstrip().endswith("ValueError: early")
     assert child["config"]["dataloader"]["value"]["batch_size"] == 8  # what was seen is kept
 
 
-def test_raises_mid_run(tmp_path, capfd):
-    res, out, err, child = _run(capfd, tmp_path, hook="if it == 7: raise ValueError('boom')")
+def test_raises_mid_run(runs):
+    res, out, err, child = runs["mid"]
     assert res["incomplete_reasons"] == ["script raised ValueError: boom at step 7"]
     assert res["exit"]["code"] == 1 and res["steps_seen"] == 6
     assert child["stage"] == "profiled" and len(child["trace_files"]) == 1
@@ -65,47 +89,46 @@ def test_raises_mid_run(tmp_path, capfd):
     assert "advisor" not in err and 'train.py", line' in err
 
 
-def test_exit_code_early(tmp_path, capfd):
-    res, out, err, child = _run(capfd, tmp_path, hook="sys.exit(2)")
+def test_exit_code_early(runs):
+    res, out, err, child = runs["exit2"]
     assert res["incomplete_reasons"] == ["script exited with code 2 before the first step"]
     assert res["exit"]["code"] == 2 and child["exit"]["code"] == 2
 
 
-def test_finishes_early(tmp_path, capfd):
-    res, out, err, child = _run(capfd, tmp_path, hook="if it > 4: break")
+def test_finishes_early(runs):
+    res, out, err, child = runs["short"]
     assert res["incomplete_reasons"] == [
         "script finished after 4 steps, fewer than warmup+profile+measure=9"]
     assert res["exit"]["code"] == 0 and child["stage"] == "finished-early"
     assert len(child["trace_files"]) == 1  # the profile (steps 3-4) was complete
 
 
-def test_never_reaches_a_step(tmp_path, capfd):
-    res, out, err, child = _run(capfd, tmp_path, hook="time.sleep(120)", step_timeout=4, timeout=60)
-    assert res["incomplete_reasons"] == ["never reached a training step within 4 s"]
+def test_never_reaches_a_step(runs):
+    res, out, err, child = runs["nostep"]
+    assert res["incomplete_reasons"] == ["never reached a training step within 3 s"]
     assert res["exit"]["code"] == -2 and res["exit"]["signal"] == 2  # SIGINT, then it saved
     assert child["exit"]["exception"] == "KeyboardInterrupt" and child["steps_seen"] == 0
     assert "time.sleep(120)" in err  # the user sees where it hung
-    assert res["elapsed_s"] < 30
+    assert res["elapsed_s"] < 40
 
 
-def test_hangs_mid_run(tmp_path, capfd):
-    res, out, err, child = _run(capfd, tmp_path, hook="if it == 4: time.sleep(120)", timeout=7,
-                                step_timeout=6)
-    assert res["incomplete_reasons"] == ["timed out after 7 s"]
+def test_hangs_mid_run(runs):
+    res, out, err, child = runs["hang"]
+    assert res["incomplete_reasons"] == ["timed out after 9 s"]
     assert res["steps_seen"] == 3 and child["steps_seen"] == 3
-    assert res["elapsed_s"] < 30
+    assert res["exit"]["code"] == -2 and child["exit"]["exception"] == "KeyboardInterrupt"
+    assert res["elapsed_s"] < 40
 
 
-def test_hang_ignoring_sigint_is_killed(tmp_path, capfd):
-    hook = "if it == 2: import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(120)"
-    res, out, err, child = _run(capfd, tmp_path, hook=hook, timeout=5, step_timeout=5, grace=1)
-    assert res["incomplete_reasons"] == ["timed out after 5 s"]
+def test_hang_ignoring_sigint_is_killed(runs):
+    res, out, err, child = runs["deaf"]
+    assert res["incomplete_reasons"] == ["timed out after 8 s"]
     assert res["exit"]["code"] == -9
     assert child["stage"] == "warmup" and res["steps_seen"] == 1
 
 
-def test_killed_by_signal(tmp_path, capfd):
-    res, out, err, child = _run(capfd, tmp_path, hook="if it == 4: os.kill(os.getpid(), 9)")
+def test_killed_by_signal(runs):
+    res, out, err, child = runs["kill9"]
     assert res["incomplete_reasons"] == ["killed by signal 9 (SIGKILL) at step 4"]
     assert res["exit"]["code"] == -9 and res["exit"]["signal"] == 9
     assert res["steps_seen"] == 3  # from progress.jsonl: child.json was last saved earlier
@@ -128,3 +151,37 @@ def test_run_child_never_raises_on_bad_scripts(tmp_path, capfd, what):
     assert res["exit"]["code"] in (1, 2)
     assert res["incomplete_reasons"][0].startswith(
         "script exited with code 2" if what == "missing" else "script raised SyntaxError")
+
+
+def test_ctrl_c_forwarded(tmp_path):
+    """SIGINT to the parent (what Ctrl-C in the terminal does): forwarded to the child, which
+    saves; run_child returns with interrupted=True."""
+    import signal
+    import subprocess
+    import sys
+
+    from test_runner_support import REPO, spec_for
+
+    script = train_script(tmp_path / "train.py", hook="if it == 3: time.sleep(120)")
+    spec = spec_for(script, ["train.py"], str(tmp_path), str(tmp_path / "run"))
+    out = tmp_path / "result.json"
+    driver = write(tmp_path / "driver.py", f"""
+        import json, sys
+        sys.path.insert(0, {REPO!r})
+        from advisor.runner.parent import run_child
+        r = run_child({spec!r}, timeout=60, step_timeout=30,
+                      on_progress=lambda s, n, i: print("PROGRESS", s, n, flush=True))
+        json.dump(r, open({str(out)!r}, "w"))
+    """)
+    p = subprocess.Popen([sys.executable, driver], stdout=subprocess.PIPE, text=True)
+    for line in p.stdout:
+        if line.startswith("PROGRESS warmup 2"):
+            break
+    p.send_signal(signal.SIGINT)
+    p.stdout.read()
+    assert p.wait(timeout=30) == 0
+    res = json.loads(out.read_text())
+    assert res["interrupted"] is True and res["status"] == "incomplete"
+    assert res["incomplete_reasons"] == ["interrupted (Ctrl-C) at step 3"]
+    assert res["exit"]["code"] == -2 and res["exit"]["exception"] == "KeyboardInterrupt"
+    assert res["steps_seen"] == 2

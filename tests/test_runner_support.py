@@ -89,3 +89,48 @@ def line_of(path: str, needle: str) -> int:
                 return i
     raise AssertionError(f"{needle!r} not in {path}")
 
+
+
+_DRIVER = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from advisor.runner.parent import run_child
+a = json.load(open(sys.argv[1]))
+progress = []
+r = run_child(a["spec"], timeout=a["timeout"], step_timeout=a["step_timeout"], grace=a["grace"],
+              on_progress=lambda s, n, i: progress.append([s, n]))
+r["_progress"] = progress
+json.dump(r, open(a["out"], "w"))
+"""
+
+
+def run_many(jobs: dict, workdir, workers: int = 4) -> dict:
+    """Run several run_child jobs at once, each in its own driver process (so its child's
+    stdout/stderr land in their own files). jobs: name -> dict(script, argv, cwd, run_dir,
+    timeout=60, step_timeout=30, grace=5.0, **spec overrides). Returns name -> (result, out, err)."""
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    workdir = str(workdir)
+    os.makedirs(workdir, exist_ok=True)
+
+    def one(name, job):
+        job = dict(job)
+        opts = {k: job.pop(k) for k in ("timeout", "step_timeout", "grace") if k in job}
+        spec = spec_for(job.pop("script"), job.pop("argv"), job.pop("cwd"), job.pop("run_dir"), **job)
+        base = os.path.join(workdir, name)
+        arg = {"spec": spec, "out": base + ".result.json", "timeout": opts.get("timeout", 60),
+               "step_timeout": opts.get("step_timeout", 30), "grace": opts.get("grace", 5.0)}
+        with open(base + ".job.json", "w") as f:
+            json.dump(arg, f)
+        with open(base + ".out", "w") as fo, open(base + ".err", "w") as fe:
+            p = subprocess.run([sys.executable, "-c", _DRIVER, base + ".job.json", REPO],
+                               stdout=fo, stderr=fe, timeout=180)
+        out, err = open(base + ".out").read(), open(base + ".err").read()
+        assert p.returncode == 0, f"driver failed for {name}: {err[-2000:]}"
+        with open(base + ".result.json") as f:
+            return json.load(f), out, err
+
+    with ThreadPoolExecutor(workers) as ex:
+        futs = {name: ex.submit(one, name, job) for name, job in jobs.items()}
+        return {name: f.result() for name, f in futs.items()}

@@ -61,8 +61,9 @@ def test_training_loop(tmp_path, capfd):
     assert cfg["parameters"]["value"] == {"dtype": "float32", "conv_memory_format": None,
                                           "count": 8 * 16 + 16 + 16 + 1, "device": "cpu"}
     env = res["environment"]
-    assert env["python"] and env["torch"] and env["cpu_count"] >= 1 and env["gpu_count"] == 0
-    assert res["memory"]["max_allocated_bytes"] is None  # no CUDA here
+    assert env["python"] and env["torch"] and env["cpu_count"] >= 1
+    assert isinstance(env["gpu_count"], int)
+    assert res["memory"]["max_allocated_bytes"] is None  # the script never used CUDA
 
     # progress: every step reported, stages in order
     steps = [(s, n) for s, n in progress if s in ("warmup", "profile", "measure")]

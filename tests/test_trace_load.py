@@ -73,7 +73,7 @@ def test_steps_fall_back_to_optimizer_step_ends(cpu):
     raw = _raw(cpu["plain_torch_only"])
     opt = sorted(e["ts"] + e["dur"] for e in raw["traceEvents"]
                  if str(e.get("name", "")).startswith("Optimizer.step#") and e.get("ph") == "X")
-    assert len(opt) == 4 and len(m.steps) == 3
+    assert len(opt) == 6 and len(m.steps) == 5
     t0 = m.meta["t0_us"]
     for (s, d, _), a, b in zip(m.steps, opt, opt[1:]):
         assert s == pytest.approx(a - t0, abs=1e-3) and d == pytest.approx(b - a, abs=1e-3)

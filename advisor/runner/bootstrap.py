@@ -9,6 +9,7 @@ import sys
 
 
 def _main() -> None:
+    import atexit
     import builtins
     import io
     import json
@@ -47,6 +48,10 @@ def _main() -> None:
     except OSError:
         file_ = script
 
+    # Registered before torch and the script register theirs, so it runs last at exit: an
+    # uncaught KeyboardInterrupt ends the process by SIGINT, as python's own exit does (python's
+    # mechanism is not reliable here: code run during finalization can reset its flag).
+    atexit.register(_exit_by_sigint_if_interrupted)
     ctl = session.install(spec)
 
     main = types.ModuleType("__main__")
@@ -105,7 +110,31 @@ def _main() -> None:
     except BaseException:
         sys.__excepthook__(type(exc), exc, exc.__traceback__)
     sys.excepthook = _silent_excepthook  # the interpreter must not print it again
+    if isinstance(exc, KeyboardInterrupt):
+        _STATE["sigint"] = True
     raise exc
+
+
+_STATE = {"sigint": False}
+
+
+def _exit_by_sigint_if_interrupted() -> None:
+    if not _STATE["sigint"]:
+        return
+    import os
+    import signal
+
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except Exception:
+            pass
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except Exception:
+        pass
+    os._exit(130)
 
 
 def _silent_excepthook(*args) -> None:

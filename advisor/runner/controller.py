@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from time import perf_counter
 
 import torch
@@ -134,7 +135,10 @@ class Controller:
 
         acts = [ProfilerActivity.CPU]
         try:
-            if torch.cuda.is_available():
+            # CUDA activity when the script uses CUDA (initialized it during warmup); when the
+            # profiler starts before the script runs (warmup <= 1), when CUDA is available.
+            started = self.steps_seen > 0
+            if torch.cuda.is_initialized() if started else torch.cuda.is_available():
                 acts.append(ProfilerActivity.CUDA)
         except Exception:
             pass
@@ -154,7 +158,9 @@ class Controller:
                 profile_memory=self.record_memory,
                 with_stack=self.with_stack,
             )
-            self.prof.start()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                self.prof.start()
         finally:
             self._own_profiler -= 1
             if quiet:
@@ -167,7 +173,9 @@ class Controller:
             return
         self._own_profiler += 1
         try:
-            getattr(self.prof, name)()
+            with warnings.catch_warnings():  # torch.profiler's notes are not the script's
+                warnings.simplefilter("ignore", UserWarning)
+                getattr(self.prof, name)()
         finally:
             self._own_profiler -= 1
 

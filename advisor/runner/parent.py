@@ -153,6 +153,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     tail = _Tail(progress_path)
     steps = 0
     first_step = False
+    started_at = None        # when the script itself began (the child's "started" record)
     kill_reason = None       # why advisor stopped the child
     kill_at = None           # when to SIGKILL the group if it is still alive
     interrupted = False
@@ -169,6 +170,8 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
                 step = int(rec.get("step") or 0)
                 if stage in ("warmup", "profile", "measure") and step >= 1:
                     first_step = True
+                elif stage == "started" and started_at is None:
+                    started_at = time.monotonic()
                 steps = max(steps, step)
                 if on_progress is not None:
                     info = {k: v for k, v in rec.items() if k not in ("stage", "step")}
@@ -185,7 +188,8 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
                 else:  # pressed again: stop waiting
                     _kill_group(pgid, signal.SIGKILL)
             if kill_reason is None and not interrupted:
-                if not first_step and now - t0 > step_timeout:
+                # step_timeout counts from the script's start (torch's import is not the script's)
+                if not first_step and now - (started_at or t0) > step_timeout:
                     kill_reason = f"never reached a training step within {step_timeout:g} s"
                 elif now - t0 > timeout:
                     kill_reason = f"timed out after {timeout:g} s"

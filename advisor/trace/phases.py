@@ -38,6 +38,7 @@ class Timeline:
 
     def __init__(self, bounds: np.ndarray, code: np.ndarray, sources: dict[str, str]):
         self.bounds, self.code, self.sources = bounds, code, sources
+        self._by_code: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def at(self, ts: np.ndarray) -> np.ndarray:
         """Phase code at each timestamp (OTHER outside every range)."""
@@ -54,9 +55,12 @@ class Timeline:
         """Segments with this phase code clipped to [lo, hi)."""
         if len(self.bounds) < 2:
             return np.empty(0), np.empty(0)
-        sel = np.flatnonzero(self.code == code)
-        s = np.clip(self.bounds[sel], lo, hi)
-        e = np.clip(self.bounds[sel + 1], lo, hi)
+        if code not in self._by_code:  # sorted, disjoint segments of this code, computed once
+            sel = np.flatnonzero(self.code == code)
+            self._by_code[code] = (self.bounds[sel], self.bounds[sel + 1])
+        s, e = self._by_code[code]
+        i0, i1 = np.searchsorted(e, lo, "right"), np.searchsorted(s, hi, "left")
+        s, e = np.clip(s[i0:i1], lo, hi), np.clip(e[i0:i1], lo, hi)
         keep = e > s
         return s[keep], e[keep]
 
