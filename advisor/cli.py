@@ -36,6 +36,10 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-trials", action="store_true", help="diagnose only; do not trial fixes")
     p.add_argument("--fix", help="trial only these fixes (comma-separated)")
     p.add_argument("--budget", type=float, default=15.0, help="minutes for trials (default 15)")
+    p.add_argument("--max-trials", type=int, default=16, help="most trials to run (default 16)")
+    p.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before a trial is stopped (default 900)")
+    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a rule threshold (see advisor/thresholds.py)")
     p.add_argument("--rules", action="append", default=[], metavar="DIR", help="extra rule directory")
     p.add_argument("--json", action="store_true", help="print machine-readable results on stdout")
 
@@ -92,9 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     return {"inspect": cmd_inspect, "report": cmd_report, "rules": cmd_rules, "rule": cmd_rule}[ns.command](ns)
 
 
+_last_stage: list[str] = []
+
+
 def _progress(stage: str, step: int | None, info: dict | None = None) -> None:
+    # One line per stage: the script's own output shares the terminal, so no live display.
+    if _last_stage and _last_stage[-1] == stage:
+        return
+    _last_stage.append(stage)
     text = {"started": "script started", "warmup": "warming up", "profile": "profiling",
-            "measure": "measuring without the profiler", "stopped": "stopping the script"}.get(stage, stage)
+            "measure": "measuring without the profiler", "measuring": "measuring without the profiler",
+            "profiling": "profiling", "profiler-started": "starting the profiler", "exporting": "writing the trace",
+            "stopped": "stopping the script"}.get(stage, stage)
     suffix = f" (step {step})" if step is not None else ""
     err.print(f"[cyan]advisor ▸[/] {text}{suffix}", markup=True, highlight=False)
 
@@ -123,6 +136,8 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     doc = pipeline.build_run_document(spec, child, analysis, findings, skipped, extra)
     rundir.write_json(run_dir / "run.json", doc)
     _render(run_dir, doc)
+    if not ns.no_trials and doc["status"] == "complete":
+        _run_trials(ns, script, script_args, run_dir, opts, child, doc)
     if ns.json:
         sys.stdout.buffer.write(orjson.dumps(pipeline.json_summary(doc), option=orjson.OPT_INDENT_2) + b"\n")
     else:
@@ -131,6 +146,31 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     if doc["status"] != "complete":
         return _fail(f"run incomplete: {'; '.join(doc['incomplete_reasons']) or 'unknown'} (kept in {run_dir})")
     return 0
+
+
+def _run_trials(ns, script, script_args, run_dir, opts, child, doc) -> None:
+    from advisor import trials
+    from advisor.patch import make_patch
+
+    ctx = trials.TrialContext(
+        script=script, script_args=script_args, run_dir=run_dir, opts=opts, baseline=child,
+        baseline_findings=doc["findings"], environment=doc["environment"], budget_s=ns.budget * 60.0,
+        max_trials=ns.max_trials, trial_timeout=ns.trial_timeout,
+        only=set(ns.fix.split(",")) if ns.fix else None,
+        progress=lambda line: err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False))
+    result = trials.run_trials(ctx)
+    doc["trials"] = result["trials"]
+    doc["trial_summary"] = {k: result[k] for k in ("noise", "threshold", "stack", "interrupted")}
+    if result["interrupted"]:
+        doc["incomplete_reasons"].append("trials interrupted (Ctrl-C): the report shows what finished")
+    if result["stack"]:
+        diff, notes = make_patch(str(Path(script).absolute()), result["stack"], doc["config"],
+                                 root=str(Path(script).absolute().parent))
+        if diff:
+            (run_dir / "fixes.patch").write_text(diff)
+        doc["patch"] = {"file": "fixes.patch" if diff else None, "notes": notes}
+    rundir.write_json(run_dir / "run.json", doc)
+    _render(run_dir, doc)
 
 
 def _render(run_dir: Path, doc: dict) -> None:

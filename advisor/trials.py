@@ -200,11 +200,14 @@ def run_trials(ctx: TrialContext) -> dict:
                     stack.append(winner)
         for group in [k for k in result if k.startswith("_pending_")]:
             stack.append(result.pop(group))
-        result["stack"] = [c.key for c in stack]
+        result["stack"] = [c.as_spec() for c in stack]
         result["apart"] = [_run_apart(ctx, c, stack, base, threshold, trials) for c in result["apart"]
                            if time.monotonic() - ctx.started <= ctx.budget_s]
     except KeyboardInterrupt:
         result["interrupted"] = True
+        result["stack"] = result.get("stack") or []
+    for key in [k for k in result if k.startswith("_pending_")]:
+        result.pop(key)
     return result
 
 

@@ -171,3 +171,23 @@ def test_gan_two_optimizers_one_step_per_iteration(tmp_path, capfd):
     assert res["steps_seen"] == 4
     # the 4th step ends when od (the first optimizer) steps for the 4th time
     assert out.splitlines()[-1] == "iter 3"
+
+
+def test_trial_spec_interventions_tb_dir_seed(tmp_path, capfd):
+    """What trials pass: interventions (applied before the script, under advisor's hooks),
+    tb_dir shared with the main run (trace_files relative to its parent), a seed."""
+    script = train_script(tmp_path / "train.py")
+    main = tmp_path / "main"
+    res, out, err, _ = run_advised(
+        capfd, script, ["train.py"], str(tmp_path), str(main / "trials" / "t1"), run_name="t1",
+        tb_dir=str(main / "tb"), seed=0, warmup_steps=2, profile_steps=1, measure_steps=2,
+        interventions=[{"name": "set-to-none", "params": {}}, {"name": "cudnn-benchmark", "params": {}},
+                       {"name": "no-such-fix", "params": {}}])
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert res["interventions_applied"] == ["zero_grad(set_to_none=True)",
+                                            "torch.backends.cudnn.benchmark = True"]
+    assert any(n.startswith("intervention 'no-such-fix' failed to apply: KeyError") for n in res["notes"])
+    assert len(res["trace_files"]) == 1 and res["trace_files"][0].startswith("tb/t1/")
+    assert os.path.exists(main / res["trace_files"][0])
+    assert len(res["warmup_step_times_ms"]) == 2 and len(res["step_times_ms"]) == 2
+    assert res["config"]["zero_grad"]["value"] == {"set_to_none": True}

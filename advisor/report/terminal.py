@@ -32,7 +32,7 @@ def breakdown_table(analysis: dict, title: str = "where a profiled step's time g
 
 def kernel_table(analysis: dict) -> Table | None:
     frac = analysis.get("kernel_time_by_class") or {}
-    if not frac:
+    if not any(frac.values()):
         return None
     table = Table("kernel class", "share of GPU kernel time", title="GPU kernel time by class")
     for cls, f in sorted(frac.items(), key=lambda kv: -kv[1]):
@@ -51,6 +51,31 @@ def findings_table(findings: list) -> Table | None:
         table.add_row(f.get("code", ""), f.get("severity", ""), escape(f.get("message", "")),
                       _fmt(gain, " ms", 2) if gain is not None else "–", fix)
     return table
+
+
+def trials_table(doc: dict) -> Table | None:
+    """The tutorials' ladder: baseline, then each trial with its verdict and cumulative speedup."""
+    trials = doc.get("trials") or []
+    if not trials:
+        return None
+    meas = doc.get("measurement") or {}
+    table = Table("technique", "batch", "peak mem", "step ms", "samples/s", "vs baseline", "verdict",
+                  title="trials (each in a fresh process; the fix applied at run time)")
+    mem = (doc.get("memory") or {}).get("max_allocated_bytes")
+    table.add_row("baseline", str(meas.get("batch_size") or "?"), _gib(mem), _fmt(meas.get("step_time_ms"), nd=2),
+                  _fmt(meas.get("samples_per_s")), "1.00x", "")
+    for t in trials:
+        sp = t.get("speedup_vs_baseline")
+        label = " + ".join(t.get("interventions") or []) or t.get("fix", "")
+        verdict = f"{t.get('status')}: {t.get('reason') or ''}"
+        table.add_row(escape(label), str(t.get("batch_size") or ""), _gib(t.get("peak_memory_bytes")),
+                      _fmt(t.get("step_time_ms"), nd=2), _fmt(t.get("samples_per_s")),
+                      f"{sp:.2f}x" if sp else "", escape(verdict))
+    return table
+
+
+def _gib(n) -> str:
+    return f"{n / 2**30:.2f} GiB" if n else "–"
 
 
 def print_summary(doc: dict, console: Console) -> None:
@@ -74,6 +99,11 @@ def print_summary(doc: dict, console: Console) -> None:
     ft = findings_table(doc.get("findings") or [])
     if ft is not None:
         console.print(ft)
+    tt = trials_table(doc)
+    if tt is not None:
+        console.print(tt)
+    if (doc.get("patch") or {}).get("file"):
+        console.print(f"accepted fixes as a patch: {escape(str(doc.get('run_dir')))}/fixes.patch (git apply)")
     for note in doc.get("notes") or []:
         console.print(f"[yellow]note:[/] {escape(note)}")
     console.print(f"report: {escape(str(doc.get('run_dir')))}/index.html")

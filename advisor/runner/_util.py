@@ -11,6 +11,15 @@ import sysconfig
 ADVISOR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def flush_std() -> None:
+    for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if s is not None:
+                s.flush()
+        except Exception:
+            pass
+
+
 def clean_json(obj):
     """Return a JSON-ready copy: non-finite floats become None, tuples lists, odd objects str."""
     if obj is None or isinstance(obj, (bool, int, str)):

@@ -28,9 +28,8 @@ def _main() -> None:
     root = os.path.dirname(os.path.dirname(here))  # the directory holding the advisor package
     sys.path.insert(0, root)
     try:
-        from advisor.runner import session
-        from advisor.runner.controller import flush_std
-        from advisor.runner._util import ADVISOR_DIR
+        from advisor.runner import session  # light: torch is imported by install() below
+        from advisor.runner._util import ADVISOR_DIR, flush_std
     finally:
         try:
             sys.path.remove(root)

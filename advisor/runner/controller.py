@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 import warnings
@@ -13,7 +12,7 @@ from time import perf_counter
 
 import torch
 
-from advisor.runner._util import one_line_exception, write_json_atomic
+from advisor.runner._util import flush_std, one_line_exception, write_json_atomic
 from advisor.runner.ranges import Ranges
 
 
@@ -25,7 +24,7 @@ class StopScript(BaseException):
 class Controller:
     def __init__(self, spec: dict):
         self.spec = spec
-        self.run_dir = spec["run_dir"]
+        self.run_dir = os.path.abspath(spec["run_dir"])  # the script may chdir
         self.run_name = spec.get("run_name") or "baseline"
         self.cwd = spec.get("cwd") or os.getcwd()
         self.warmup = max(0, int(spec.get("warmup_steps", 5)))
@@ -34,7 +33,11 @@ class Controller:
         self.total = self.warmup + self.profile_n + self.measure_n
         self.record_memory = bool(spec.get("record_memory", True))
         self.with_stack = bool(spec.get("with_stack", False))
-        self.tb_dir = os.path.join(self.run_dir, "tb", self.run_name)
+        # Traces go to <tb root>/<run_name>; trace_files are relative to the tb root's parent
+        # (the run dir; for trials, the main run dir whose tb/ they share via spec["tb_dir"]).
+        tb_root = os.path.abspath(spec.get("tb_dir") or os.path.join(self.run_dir, "tb"))
+        self.tb_dir = os.path.join(tb_root, self.run_name)
+        self.trace_base = os.path.dirname(tb_root)
 
         self.ranges = Ranges()
         self.stage = "started"      # child.json stage
@@ -48,6 +51,9 @@ class Controller:
         self.finishing = False
 
         self.step_times_ms: list[float] = []
+        self.warmup_step_times_ms: list[float] = []  # wall time, not synchronized
+        self.interventions_applied: list[str] = []
+        self._t_warm = perf_counter()
         self.data_wait_ms: list[float] = []
         self.data_acc = 0.0         # seconds blocked in DataLoader __next__ this step
         self._t_prev = None
@@ -70,9 +76,31 @@ class Controller:
         self._progress = open(os.path.join(self.run_dir, "progress.jsonl"), "a", buffering=1,
                               encoding="utf-8")
         self._main_thread = threading.main_thread()
+        self.forked = False
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def _after_fork_in_child(self) -> None:
+        """A forked process (DataLoader worker, the script's own fork) is not the run: unhook."""
+        self.forked = True
+        self.pending = False
+        self.ranges.profiling = False
+        self.prof = None
+        try:
+            from advisor.runner import session
+
+            session._SESSION = None
+            if self.hooks is not None:
+                self.hooks.remove_all()
+            if self.observer is not None:
+                self.observer.uninstall()
+        except Exception:
+            pass
 
     # ------------------------------------------------------------------ progress / saving
     def progress(self, stage: str, step: int, **info) -> None:
+        if self.forked:
+            return
         rec = {"t": round(time.time(), 4), "stage": stage, "step": step, "total": self.total}
         rec.update(info)
         try:
@@ -105,6 +133,7 @@ class Controller:
             "stage": self.stage,
             "steps_seen": self.steps_seen,
             "step_times_ms": [round(x, 4) for x in self.step_times_ms],
+            "warmup_step_times_ms": [round(x, 4) for x in self.warmup_step_times_ms],
             "data_wait_ms": [round(x, 4) for x in self.data_wait_ms],
             "losses": self._losses(),
             "batch_size": self.batch_size,
@@ -115,10 +144,13 @@ class Controller:
             "environment": obs.environment() if obs else {},
             "memory": obs.memory() if obs else {},
             "notes": list(self.notes),
+            "interventions_applied": list(self.interventions_applied),
             "exit": dict(self.exit),
         }
 
     def save(self) -> None:
+        if self.forked:
+            return
         try:
             doc = self.child_doc()
         except Exception as e:  # never lose the file over one field
@@ -166,6 +198,8 @@ class Controller:
             if quiet:
                 os.environ.pop("KINETO_LOG_LEVEL", None)
         self.ranges.profiling = True
+        if self.observer is not None:
+            self.observer.want_forward = True  # input/parameters as they are while profiled
         self.progress("profiler-started", self.steps_seen)
 
     def _prof_call(self, name: str) -> None:
@@ -195,12 +229,13 @@ class Controller:
             names = sorted(n for n in os.listdir(self.tb_dir) if ".pt.trace.json" in n)
         except OSError:
             names = []
-        rel = os.path.relpath(self.tb_dir, self.run_dir)
+        rel = os.path.relpath(self.tb_dir, self.trace_base)
         self.trace_files = [os.path.join(rel, n).replace(os.sep, "/") for n in names]
 
     # ------------------------------------------------------------------ steps
     def start(self) -> None:
         """Called once the hooks are in place, just before the script runs."""
+        self._t_warm = perf_counter()
         self.progress("started", 0)
         self.save()
         if self.profile_n > 0 and self.warmup <= 1:
@@ -212,6 +247,8 @@ class Controller:
 
     def optimizer_stepped(self, opt) -> None:
         """Post-hook of an optimizer step: the anchor optimizer's step ends a training step."""
+        if self.forked:
+            return
         anchor = self.anchor
         if anchor is None:
             import weakref
@@ -237,11 +274,13 @@ class Controller:
 
     def commit(self) -> None:
         """Process a pending step boundary (called at the start of each hooked event)."""
-        if self.pending:
+        if self.pending and not self.forked:
             self.pending = False
             self._boundary()
 
     def _boundary(self) -> None:
+        if self.forked:
+            return
         try:
             self._boundary_impl()
         except Exception as e:  # an advisor bug must not break the user's script
@@ -253,6 +292,9 @@ class Controller:
         self.cur_loss = None
         phase = self.phase
         if phase == "warmup":
+            t = perf_counter()
+            self.warmup_step_times_ms.append((t - self._t_warm) * 1e3)
+            self._t_warm = t
             self.progress("warmup", n)
             if n == 1:
                 self.stage = "warmup"
@@ -369,12 +411,4 @@ class Controller:
             pass
         return stopped
 
-
-def flush_std() -> None:
-    for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            if s is not None:
-                s.flush()
-        except Exception:
-            pass
 

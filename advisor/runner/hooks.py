@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from time import perf_counter
 
 import torch
@@ -21,6 +22,7 @@ from advisor.runner._util import Patcher
 from advisor.runner.observe import first_tensor
 
 _is_compiling = torch.compiler.is_compiling
+_get_ident = threading.get_ident
 _NOT_ACCEL = frozenset(("cpu", "meta"))
 
 
@@ -67,6 +69,7 @@ class Hooks:
         self._scaled = None          # (scaled output, unscaled detached) from GradScaler.scale
         self._batch_seen = False
         self._h2d_done = False
+        self._main_ident = threading.main_thread().ident
 
     # ------------------------------------------------------------------ install / remove
     def install(self) -> None:
@@ -224,7 +227,7 @@ class Hooks:
 
     # ------------------------------------------------------------------ forward
     def _fwd_pre(self, module, args):
-        if _is_compiling():
+        if _is_compiling() or _get_ident() != self._main_ident:  # DataParallel replica threads
             return None
         c = self.c
         d = c.depth
@@ -253,7 +256,7 @@ class Hooks:
         return None
 
     def _fwd_post(self, module, args, output):
-        if _is_compiling():
+        if _is_compiling() or _get_ident() != self._main_ident:
             return None
         c = self.c
         d = c.depth - 1

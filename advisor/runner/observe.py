@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
-import shutil
-import subprocess
-import threading
 import warnings
 import weakref
+from collections.abc import Mapping
 
 import torch
 
+from advisor.runner import environment
 from advisor.runner._util import Patcher, SiteFinder
 
 TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
@@ -52,7 +50,7 @@ def first_tensor(obj, _depth: int = 0):
             t = first_tensor(v, _depth + 1)
             if t is not None:
                 return t
-    elif isinstance(obj, dict):
+    elif isinstance(obj, Mapping):  # dict, HF BatchEncoding (a UserDict), ...
         for v in obj.values():
             t = first_tensor(v, _depth + 1)
             if t is not None:
@@ -76,8 +74,7 @@ class Observer:
         self._h2d_loop = None
         self._h2d_pre = None
         self._zero_grad_seen = False
-        self._gpu_smi: dict = {}
-        self._smi_thread = None
+        self._gpu = None
 
     # ------------------------------------------------------------------ helpers
     def site(self):
@@ -371,75 +368,11 @@ class Observer:
         return doc
 
     def _start_gpu_query(self) -> None:
-        def query():
-            info: dict = {}
-            try:
-                import pynvml  # type: ignore
-
-                pynvml.nvmlInit()
-                n = pynvml.nvmlDeviceGetCount()
-                h = pynvml.nvmlDeviceGetHandleByIndex(0)
-                name = pynvml.nvmlDeviceGetName(h)
-                info = {"driver": _s(pynvml.nvmlSystemGetDriverVersion()), "gpu_count": n,
-                        "gpu_name": _s(name),
-                        "gpu_memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total)}
-            except Exception:
-                smi = shutil.which("nvidia-smi")
-                if smi:
-                    try:
-                        out = subprocess.run(
-                            [smi, "--query-gpu=name,memory.total,driver_version",
-                             "--format=csv,noheader,nounits"],
-                            capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL,
-                        ).stdout.strip().splitlines()
-                        if out:
-                            name, mem, drv = [x.strip() for x in out[0].split(",")[:3]]
-                            info = {"driver": drv, "gpu_count": len(out), "gpu_name": name,
-                                    "gpu_memory_bytes": int(float(mem) * 1024 * 1024)}
-                    except Exception:
-                        pass
-            self._gpu_smi = info
-
-        self._smi_thread = threading.Thread(target=query, name="advisor-gpu-query", daemon=True)
-        self._smi_thread.start()
+        self._gpu = environment.GpuQuery()
 
     def environment(self) -> dict:
-        env = {"python": platform.python_version(), "torch": torch.__version__,
-               "cuda": torch.version.cuda, "cudnn": None, "driver": None, "gpu_name": None,
-               "gpu_count": 0, "gpu_memory_bytes": None, "cpu_count": os.cpu_count(),
-               "platform": platform.platform()}
-        try:
-            env["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-        except Exception:
-            pass
-        if self._smi_thread is not None:
-            self._smi_thread.join(timeout=0.5)
-        env.update(self._gpu_smi)
-        try:
-            if torch.cuda.is_initialized():
-                dev = torch.cuda.current_device()
-                props = torch.cuda.get_device_properties(dev)
-                env["gpu_name"] = props.name
-                env["gpu_memory_bytes"] = int(props.total_memory)
-                env["gpu_count"] = torch.cuda.device_count()
-            elif not self._gpu_smi and torch.cuda.is_available():
-                env["gpu_count"] = torch.cuda.device_count()
-        except Exception:
-            pass
-        return env
+        return environment.environment(self._gpu)
 
     def memory(self) -> dict:
-        mem = {"max_allocated_bytes": None, "max_reserved_bytes": None, "capacity_bytes": None}
-        try:
-            if torch.cuda.is_initialized():
-                dev = torch.cuda.current_device()
-                mem["max_allocated_bytes"] = int(torch.cuda.max_memory_allocated(dev))
-                mem["max_reserved_bytes"] = int(torch.cuda.max_memory_reserved(dev))
-                mem["capacity_bytes"] = int(torch.cuda.get_device_properties(dev).total_memory)
-        except Exception:
-            pass
-        return mem
+        return environment.memory()
 
-
-def _s(x):
-    return x.decode() if isinstance(x, bytes) else str(x)

@@ -17,6 +17,7 @@ from advisor.runner._util import read_json, write_json_atomic
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
 GRACE_S = 5.0          # after SIGINT, how long the child gets to save before SIGKILL
 _POLL_S = 0.1
+_STARTUP_S = 60.0      # allowance for the child's start-up (torch import) before step_timeout
 _PY_SUFFIXES = (".py", ".pyw")
 
 
@@ -189,8 +190,11 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
                     _kill_group(pgid, signal.SIGKILL)
             if kill_reason is None and not interrupted:
                 # step_timeout counts from the script's start (torch's import is not the script's)
-                if not first_step and now - (started_at or t0) > step_timeout:
+                if not first_step and started_at is not None and now - started_at > step_timeout:
                     kill_reason = f"never reached a training step within {step_timeout:g} s"
+                elif started_at is None and now - t0 > _STARTUP_S + step_timeout:
+                    kill_reason = (f"the script did not start within {_STARTUP_S + step_timeout:g} s "
+                                   "(python or torch start-up hung?)")
                 elif now - t0 > timeout:
                     kill_reason = f"timed out after {timeout:g} s"
                 if kill_reason is not None:

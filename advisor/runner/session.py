@@ -27,6 +27,10 @@ def install(spec: dict):
     from advisor.runner.controller import Controller
 
     ctl = Controller(spec)
+    _seed(spec.get("seed"))
+    # Interventions (trials) patch torch first, so that advisor's wrappers sit on top of
+    # theirs and taking advisor's loop hooks off at the measure stage leaves theirs in place.
+    _apply_interventions(ctl, spec.get("interventions") or [])
     obs = observe.Observer(ctl)
     ctl.observer = obs
     obs.install()
@@ -41,9 +45,45 @@ def install(spec: dict):
             ctl.ranges.enable_nvtx()
     except Exception as e:
         ctl.internal_error("NVTX setup", e)
-    if spec.get("interventions"):
-        ctl.note("interventions are not applied by this runner version: "
-                 + ", ".join(str(i) for i in spec["interventions"]))
+    if spec.get("sandbox_writes"):
+        ctl.note("spec sandbox_writes is not implemented by the runner: the script's own file "
+                 "writes happen as usual")
     _SESSION = ctl
     ctl.start()
     return ctl
+
+
+def _seed(seed) -> None:
+    """spec["seed"]: seed python's, torch's (and numpy's, when loaded) RNGs before the script."""
+    if seed is None:
+        return
+    import random
+    import sys
+
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        try:
+            np.random.seed(seed)
+        except Exception:
+            pass
+
+
+def _apply_interventions(ctl, items: list) -> None:
+    """spec["interventions"]: [{"name", "params"}] applied in order (advisor.interventions);
+    a failure is a note (the trial then shows it did not apply) and the run goes on."""
+    if not items:
+        return
+    from advisor import interventions
+
+    for item in items:
+        name = item.get("name") if isinstance(item, dict) else str(item)
+        try:
+            ctl.interventions_applied.extend(interventions.apply_all([item]))
+        except Exception as e:
+            from advisor.runner._util import one_line_exception
+
+            ctl.note(f"intervention {name!r} failed to apply: {one_line_exception(e)}")

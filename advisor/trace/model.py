@@ -166,8 +166,8 @@ def detect_steps(model: TraceModel) -> list[tuple[float, float, str]]:
     """ProfilerStep#N ranges; else intervals between consecutive Optimizer.step ends; else the
     whole trace. Steps cut off at the trace edges are dropped when complete ones exist."""
     cpu = model.cpu
+    # user_annotation in torch 2.x; older Kineto wrote ProfilerStep#N as a cpu_op.
     prof = model.cpu_where(lambda n: bool(_PROFILER_STEP.match(n)))
-    prof = prof[cpu.cat[prof] == 1] if len(prof) else prof
     if len(prof):
         return _trim_profiler_steps(model, prof)
     opt = np.flatnonzero(_optimizer_mask(model)[cpu.name_id]) if len(cpu) else []
