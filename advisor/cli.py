@@ -31,8 +31,10 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds before the script is stopped (default 1800)")
     p.add_argument("--step-timeout", type=float, default=300.0,
                    help="seconds allowed to reach the first training step (default 300)")
-    p.add_argument("--no-memory", action="store_true", help="do not record memory events in the trace")
+    p.add_argument("--memory", action="store_true",
+                   help="record allocator events in the trace (memory timeline; adds profiler overhead)")
     p.add_argument("--with-stack", action="store_true", help="record Python stacks in the trace (larger)")
+    p.add_argument("--shapes", action="store_true", help="record operator input shapes in the trace")
     p.add_argument("--no-trials", action="store_true", help="diagnose only; do not trial fixes")
     p.add_argument("--fix", help="trial only these fixes (comma-separated)")
     p.add_argument("--budget", type=float, default=15.0, help="minutes for trials (default 15)")
@@ -101,13 +103,13 @@ _last_stage: list[str] = []
 
 def _progress(stage: str, step: int | None, info: dict | None = None) -> None:
     # One line per stage: the script's own output shares the terminal, so no live display.
-    if _last_stage and _last_stage[-1] == stage:
-        return
-    _last_stage.append(stage)
     text = {"started": "script started", "warmup": "warming up", "profile": "profiling",
             "measure": "measuring without the profiler", "measuring": "measuring without the profiler",
             "profiling": "profiling", "profiler-started": "starting the profiler", "exporting": "writing the trace",
             "stopped": "stopping the script"}.get(stage, stage)
+    if _last_stage and _last_stage[-1] == text:
+        return
+    _last_stage.append(text)
     suffix = f" (step {step})" if step is not None else ""
     err.print(f"[cyan]advisor ▸[/] {text}{suffix}", markup=True, highlight=False)
 
@@ -120,8 +122,8 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         return _fail(problem)
     opts = pipeline.AnalyzeOptions(
         warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, timeout=ns.timeout,
-        step_timeout=ns.step_timeout, out=ns.out, record_memory=not ns.no_memory,
-        with_stack=ns.with_stack, rules_dirs=ns.rules)
+        step_timeout=ns.step_timeout, out=ns.out, record_memory=ns.memory,
+        with_stack=ns.with_stack, record_shapes=ns.shapes, rules_dirs=ns.rules)
     try:
         run_dir = rundir.new_run_dir(script, ns.out)
     except OSError as exc:
@@ -130,6 +132,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     err.print(f"[cyan]advisor ▸[/] run directory {run_dir}", markup=True, highlight=False)
     child = run_child(spec, timeout=opts.timeout, step_timeout=opts.step_timeout, on_progress=_progress)
     analysis, model, trace_err = pipeline.analyze_trace_files(run_dir, child.get("trace_files") or [])
+    pipeline.merge_child_memory(analysis, child)
     extra = [trace_err] if trace_err and child.get("status") == "complete" else []
     findings, skipped = pipeline.run_findings(model, analysis, child.get("config") or {},
                                               child.get("environment") or {}, opts.rules_dirs)
@@ -164,7 +167,8 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc) -> None:
     if result["interrupted"]:
         doc["incomplete_reasons"].append("trials interrupted (Ctrl-C): the report shows what finished")
     if result["stack"]:
-        diff, notes = make_patch(str(Path(script).absolute()), result["stack"], doc["config"],
+        fixes = [{"intervention": f["name"], "params": f["params"]} for f in result["stack"]]
+        diff, notes = make_patch(str(Path(script).absolute()), fixes, doc["config"],
                                  root=str(Path(script).absolute().parent))
         if diff:
             (run_dir / "fixes.patch").write_text(diff)

@@ -25,8 +25,11 @@ class AnalyzeOptions:
     timeout: float = 1800.0
     step_timeout: float = 300.0
     out: str | None = None
-    record_memory: bool = True
+    # Allocator events make the profiler much slower per op; peak memory comes from the
+    # child's torch.cuda.max_memory_allocated() without them.
+    record_memory: bool = False
     with_stack: bool = False
+    record_shapes: bool = False
     rules_dirs: list[str] = field(default_factory=list)
     run_name: str = "baseline"
 
@@ -45,6 +48,7 @@ def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeO
         "measure_steps": opts.measure_steps,
         "record_memory": opts.record_memory,
         "with_stack": opts.with_stack,
+        "record_shapes": opts.record_shapes,
         "interventions": interventions or [],
     }
 
@@ -85,6 +89,20 @@ def analyze_trace_files(run_dir: Path, trace_files: list[str]) -> tuple[dict | N
     except TraceError as exc:
         return None, None, f"trace unreadable: {exc}"
     return analyze(model), model, None
+
+
+def merge_child_memory(analysis: dict | None, child: dict) -> None:
+    """Peak memory from the child when the trace has no allocator events."""
+    if analysis is None:
+        return
+    mem = analysis.setdefault("memory", {}) or {}
+    analysis["memory"] = mem
+    cm = child.get("memory") or {}
+    if not mem.get("peak_allocated_bytes") and cm.get("max_allocated_bytes"):
+        mem["peak_allocated_bytes"] = cm["max_allocated_bytes"]
+        mem["peak_source"] = "torch.cuda.max_memory_allocated"
+    if not mem.get("capacity_bytes") and cm.get("capacity_bytes"):
+        mem["capacity_bytes"] = cm["capacity_bytes"]
 
 
 def run_findings(model, analysis: dict | None, config: dict, environment: dict, rules_dirs: list[str]) -> tuple[list, list]:

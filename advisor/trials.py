@@ -106,6 +106,7 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate]) -> tuple[dict, di
     spec["seed"] = 0
     child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout)
     analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])
+    pipeline.merge_child_memory(analysis, child)
     return child, analysis, model
 
 
@@ -168,7 +169,8 @@ def run_trials(ctx: TrialContext) -> dict:
                                "reason": why, "origin": cand.origin, "interventions": []})
                 continue
             n += 1
-            name = f"{n:02d}-{cand.name}" + (f"-{'-'.join(str(v) for v in cand.params.values())}" if cand.group else "")
+            values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
+            name = f"{n:02d}-{cand.name}" + (f"-{'-'.join(values)}" if cand.group and values else "")
             say(f"trial {name}: {mod.describe(cand.params)}")
             child, analysis, model = _run(ctx, name, [*stack, cand])
             rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,

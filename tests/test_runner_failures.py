@@ -46,9 +46,10 @@ SCENARIOS = {
     # step_timeout counts from the script's start (not from launch: importing torch is ours)
     "nostep": dict(hook="time.sleep(120)", step_timeout=5),
     "early": dict(hook="raise ValueError('early')"),
-    "mid": dict(hook="if it == 7: raise ValueError('boom')"),
+    # warmup 2, measure 5, profiler warmup 1, profile 2: step 10 is the last profiled one
+    "mid": dict(hook="if it == 10: raise ValueError('boom')"),
     "exit2": dict(hook="sys.exit(2)"),
-    "short": dict(hook="if it > 4: break"),
+    "short": dict(hook="if it > 9: break"),
     "kill9": dict(hook="if it == 4: os.kill(os.getpid(), 9)"),
 }
 
@@ -82,10 +83,12 @@ def test_raises_before_first_step(runs):
 
 def test_raises_mid_run(runs):
     res, out, err, child = runs["mid"]
-    assert res["incomplete_reasons"] == ["script raised ValueError: boom at step 7"]
-    assert res["exit"]["code"] == 1 and res["steps_seen"] == 6
-    assert child["stage"] == "profiled" and len(child["trace_files"]) == 1
-    assert len(child["losses"]) == 6 and child["batch_size"] == 8
+    assert res["incomplete_reasons"] == ["script raised ValueError: boom at step 10"]
+    assert res["exit"]["code"] == 1 and res["steps_seen"] == 9
+    # timed steps done; the interrupted profile still wrote its trace (what was captured is kept)
+    assert child["stage"] == "timed" and len(child["step_times_ms"]) == 5
+    assert len(child["trace_files"]) == 1
+    assert len(child["losses"]) == 9 and child["batch_size"] == 8
     assert child["exit"]["exception"] == "ValueError: boom"
     # the traceback is the script's own: no advisor frame in it
     assert "advisor" not in err and 'train.py", line' in err
@@ -100,9 +103,10 @@ def test_exit_code_early(runs):
 def test_finishes_early(runs):
     res, out, err, child = runs["short"]
     assert res["incomplete_reasons"] == [
-        "script finished after 4 steps, fewer than warmup+profile+measure=9"]
+        "script finished after 9 steps, fewer than warmup+measure+profile=10"]
     assert res["exit"]["code"] == 0 and child["stage"] == "finished-early"
-    assert len(child["trace_files"]) == 1  # the profile (steps 3-4) was complete
+    assert len(child["step_times_ms"]) == 5  # the timed steps (3-7) were complete
+    assert len(child["trace_files"]) == 1  # and the profile that had started was saved
 
 
 def test_never_reaches_a_step(runs):
@@ -134,7 +138,7 @@ def test_killed_by_signal(runs):
     assert res["incomplete_reasons"] == ["killed by signal 9 (SIGKILL) at step 4"]
     assert res["exit"]["code"] == -9 and res["exit"]["signal"] == 9
     assert res["steps_seen"] == 3  # from progress.jsonl: child.json was last saved earlier
-    assert child["stage"] in ("warmup", "profiled")
+    assert child["stage"] in ("warmup", "timed")
 
 
 @pytest.mark.parametrize("what", ["missing", "syntax"])

@@ -26,11 +26,12 @@ def test_training_loop(tmp_path, capfd):
     assert res["exit"] == {"code": 0, "exception": None, "stopped_by_advisor": True, "signal": None}
     assert "finished all epochs" not in out  # stopped long before the script's own end
     assert res["stage"] == "measured"
-    assert res["steps_seen"] == 9 and res["step_source"] == "optimizer-hook"
+    # warmup 2, timed 5, then the profiler's warmup step and 2 profiled steps
+    assert res["steps_seen"] == 10 and res["step_source"] == "optimizer-hook"
     assert len(res["step_times_ms"]) == 5 and all(t > 0 for t in res["step_times_ms"])
     assert len(res["data_wait_ms"]) == 5 and all(0 <= d < t for d, t in
                                                  zip(res["data_wait_ms"], res["step_times_ms"]))
-    assert len(res["losses"]) == 9 and all(math.isfinite(x) for x in res["losses"])
+    assert len(res["losses"]) == 10 and all(math.isfinite(x) for x in res["losses"])
     assert res["batch_size"] == 8 and res["batch_size_source"] == "dataloader"
 
     # one Kineto trace with exactly the profiled steps and advisor's phase ranges
@@ -67,13 +68,13 @@ def test_training_loop(tmp_path, capfd):
 
     # progress: every step reported, stages in order
     steps = [(s, n) for s, n in progress if s in ("warmup", "profile", "measure")]
-    assert steps == [("warmup", 1), ("warmup", 2), ("profile", 3), ("profile", 4)] + \
-        [("measure", n) for n in range(5, 10)]
-    assert progress[0] == ("started", 0) and progress[-1] == ("done", 9)
+    assert steps == [("warmup", 1), ("warmup", 2)] + [("measure", n) for n in range(3, 8)] + \
+        [("profile", 8), ("profile", 9), ("profile", 10)]
+    assert progress[0] == ("started", 0) and progress[-1] == ("done", 10)
 
     # the run dir keeps the documents
     child = json.load(open(os.path.join(run_dir, "child.json")))
-    assert child["stage"] == "measured" and child["steps_seen"] == 9
+    assert child["stage"] == "measured" and child["steps_seen"] == 10
     assert json.load(open(os.path.join(run_dir, "spec.json")))["argv"] == ["train.py", "--lr", "1"]
 
 
@@ -95,8 +96,8 @@ def test_advisor_step_without_optimizer(tmp_path, capfd):
                                    warmup_steps=1, profile_steps=1, measure_steps=3)
     assert res["status"] == "complete", res["incomplete_reasons"]
     assert res["step_source"] == "advisor.step"
-    assert res["steps_seen"] == 5 and len(res["step_times_ms"]) == 3
-    assert all(math.isfinite(x) for x in res["losses"]) and len(res["losses"]) == 5
+    assert res["steps_seen"] == 6 and len(res["step_times_ms"]) == 3
+    assert all(math.isfinite(x) for x in res["losses"]) and len(res["losses"]) == 6
     assert res["batch_size"] is None  # no DataLoader, no module
     assert "never printed" not in out
     assert res["exit"]["code"] == 0
@@ -168,9 +169,9 @@ def test_gan_two_optimizers_one_step_per_iteration(tmp_path, capfd):
     res, out, err, _ = run_advised(capfd, script, ["gan.py"], str(tmp_path), str(tmp_path / "run"),
                                    warmup_steps=1, profile_steps=1, measure_steps=2)
     assert res["status"] == "complete"
-    assert res["steps_seen"] == 4
-    # the 4th step ends when od (the first optimizer) steps for the 4th time
-    assert out.splitlines()[-1] == "iter 3"
+    assert res["steps_seen"] == 5  # 1 warmup + 2 timed + profiler warmup + 1 profiled
+    # the 5th step ends when od (the first optimizer) steps for the 5th time
+    assert out.splitlines()[-1] == "iter 4"
 
 
 def test_trial_spec_interventions_tb_dir_seed(tmp_path, capfd):

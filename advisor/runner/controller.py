@@ -1,5 +1,10 @@
-"""The child's stage machine: step boundaries, warmup → profile → measure, child.json and
-progress.jsonl. Patches live in hooks.py (steps, phases), observe.py (config) and disarm.py."""
+"""The child's stage machine: step boundaries, warmup → measure → profile, child.json and
+progress.jsonl.
+
+Measuring comes before profiling: on an H200 (torch 2.11) steps timed after a profiling
+session in the same process ran 28% slower (10.5 → 13.4 ms, ResNet-18, three repeats;
+tests/fixtures/traces/README.md), so timing after the profiler would charge its leftover
+cost to the script. Patches live in hooks.py (steps, phases), observe.py (config) and disarm.py."""
 
 from __future__ import annotations
 
@@ -30,9 +35,13 @@ class Controller:
         self.warmup = max(0, int(spec.get("warmup_steps", 5)))
         self.profile_n = max(0, int(spec.get("profile_steps", 3)))
         self.measure_n = max(0, int(spec.get("measure_steps", 20)))
-        self.total = self.warmup + self.profile_n + self.measure_n
+        # One extra step warms the profiler up (its schedule's warmup) before the active ones.
+        self.total = self.warmup + self.measure_n + (self.profile_n + 1 if self.profile_n else 0)
+        self.profile_end = self.total
         self.record_memory = bool(spec.get("record_memory", True))
         self.with_stack = bool(spec.get("with_stack", False))
+        # Shapes cost profiler time per op; off unless asked (TensorBoard's shape grouping).
+        self.record_shapes = bool(spec.get("record_shapes", False))
         # Traces go to <tb root>/<run_name>; trace_files are relative to the tb root's parent
         # (the run dir; for trials, the main run dir whose tb/ they share via spec["tb_dir"]).
         tb_root = os.path.abspath(spec.get("tb_dir") or os.path.join(self.run_dir, "tb"))
@@ -186,7 +195,7 @@ class Controller:
                 activities=acts,
                 schedule=schedule(wait=0, warmup=sched_warmup, active=self.profile_n, repeat=1),
                 on_trace_ready=tensorboard_trace_handler(self.tb_dir, use_gzip=True),
-                record_shapes=True,
+                record_shapes=self.record_shapes,
                 profile_memory=self.record_memory,
                 with_stack=self.with_stack,
             )
@@ -238,12 +247,8 @@ class Controller:
         self._t_warm = perf_counter()
         self.progress("started", 0)
         self.save()
-        if self.profile_n > 0 and self.warmup <= 1:
-            self._start_profiler(sched_warmup=self.warmup)
         if self.warmup == 0:
-            self.phase = "profile" if self.profile_n > 0 else "measure"
-            if self.phase == "measure":
-                self._enter_measure()
+            self._after_warmup()
 
     def optimizer_stepped(self, opt) -> None:
         """Post-hook of an optimizer step: the anchor optimizer's step ends a training step."""
@@ -299,25 +304,15 @@ class Controller:
             if n == 1:
                 self.stage = "warmup"
                 self.save()
-            if self.prof is not None:
-                self._prof_call("step")
-            if self.profile_n > 0 and n == self.warmup - 1:
-                self._start_profiler(sched_warmup=1)
             if n >= self.warmup:
-                self.phase = "profile" if self.profile_n > 0 else "measure"
-                if self.phase == "measure":
-                    self._enter_measure()
+                self._after_warmup()
         elif phase == "profile":
             self.progress("profile", n)
-            if n == 1:
-                self.stage = "warmup"
-                self.save()
-            if n >= self.warmup + self.profile_n:
+            if n >= self.profile_end:
                 self.progress("exporting", n)
                 self._prof_call("step")  # RECORD_AND_SAVE → NONE: writes the trace
                 self._stop_profiler()
-                self.stage = "profiled"
-                self._enter_measure()
+                self._done()
             else:
                 self._prof_call("step")
         elif phase == "measure":
@@ -329,11 +324,32 @@ class Controller:
             self.data_acc = 0.0
             self._t_prev = t
             self.progress("measure", n, step_ms=round(self.step_times_ms[-1], 3))
-            if n >= self.total:
-                self._done()
+            if n >= self.warmup + self.measure_n:
+                self.stage = "timed"
+                self.save()
+                if self.profile_n > 0:
+                    self._enter_profile()
+                else:
+                    self._done()
         else:  # done: the script swallowed StopScript; stop it again
             if not self.finishing:
                 self._stop_now()
+
+    def _after_warmup(self) -> None:
+        if self.measure_n > 0:
+            self._enter_measure()
+        elif self.profile_n > 0:
+            self._enter_profile()
+        else:
+            self._done()
+
+    def _enter_profile(self) -> None:
+        """Phase ranges back on, and the profiler started with one warmup step."""
+        if self.hooks is not None and not self.hooks.loop_active:
+            self.hooks._install_loop_hooks()
+        self.phase = "profile"
+        self.profile_end = self.steps_seen + 1 + self.profile_n
+        self._start_profiler(sched_warmup=1)
 
     def _enter_measure(self) -> None:
         self.phase = "measure"
@@ -347,9 +363,6 @@ class Controller:
             self.observer.snapshot_backends()
         self.save()
         self.progress("measuring", self.steps_seen)
-        if self.measure_n == 0:
-            self._done()
-            return
         if self.cuda_sync:
             torch.cuda.synchronize()
         self.data_acc = 0.0

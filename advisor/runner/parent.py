@@ -129,8 +129,9 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
             pass
     open(progress_path, "wb").close()
 
-    total = int(spec.get("warmup_steps", 5)) + int(spec.get("profile_steps", 3)) + \
-        int(spec.get("measure_steps", 20))
+    profile_n = int(spec.get("profile_steps", 3))
+    # +1: the profiler's own warmup step (see controller.py)
+    total = int(spec.get("warmup_steps", 5)) + int(spec.get("measure_steps", 20)) + (profile_n + 1 if profile_n else 0)
     cmd = [sys.executable, BOOTSTRAP, spec_path]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=spec.get("cwd") or None, start_new_session=True)
@@ -279,7 +280,7 @@ def _reasons(r: dict, total: int, kill_reason, interrupted: bool, missing: bool)
                    "and advisor.step() was never called")
     elif r.get("stage") != "measured":
         out.append(f"script finished after {steps} steps, fewer than "
-                   f"warmup+profile+measure={total}")
+                   f"warmup+measure+profile={total}")
     if not out:
         out.append(f"child ended at stage {r.get('stage')!r} with exit code {rc}")
     return out
