@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One GPU-machine session: extra fixture traces, then `advisor analyze` on the slow and tuned
+# CIFAR examples (diagnosis only), then the slow example with trials. Everything it keeps is
+# packed into $OUT (the device tool returns at most 8 files).
+#   usage: bash benchmarks/gpu_examples.sh [fixtures] [diagnose] [trials]
+set -u
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+W=/tmp/work; mkdir -p $W
+steps=${@:-fixtures diagnose trials}
+t0=$(date +%s)
+say() { echo "[gpu_examples +$(( $(date +%s) - t0 ))s] $*"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
+
+if [[ $steps == *fixtures* ]]; then
+  say "fixture traces"
+  python3 tests/fixtures/record_gpu_traces.py --out $W/rec --summary $OUT/summary_extra.json \
+      --configs gpu_resident_resnet50_cl,near_capacity
+  tar -C $W/rec/trimmed -czf $OUT/fixtures_extra.tar.gz .
+fi
+
+if [[ $steps == *diagnose* ]]; then
+  for ex in cifar_resnet cifar_resnet_tuned; do
+    say "analyze $ex --no-trials"
+    python3 -m advisor analyze --no-trials --out $W/$ex examples/$ex.py
+    echo "exit $?"
+  done
+  tar -C $W -czf $OUT/diagnose.tar.gz cifar_resnet cifar_resnet_tuned
+fi
+
+if [[ $steps == *trials* ]]; then
+  say "analyze cifar_resnet with trials"
+  start=$(date +%s)
+  timeout -s INT 400 python3 -m advisor analyze --out $W/trials --budget 5 examples/cifar_resnet.py
+  echo "exit $? wall $(( $(date +%s) - start ))s"
+  # trial traces stay behind (size); the baseline's trace, documents and report come back
+  tar -C $W -czf $OUT/trials.tar.gz --exclude='trials/tb/0*' --exclude='trials/tb/apart*' trials
+fi
+say "done"
+ls -la $OUT
