@@ -105,6 +105,8 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate]) -> tuple[dict, di
     spec["sandbox_writes"] = True
     spec["seed"] = 0
     child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout)
+    if child.get("interrupted"):  # Ctrl-C reached the trial: stop the ladder, keep the rest
+        raise KeyboardInterrupt
     analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])
     pipeline.merge_child_memory(analysis, child)
     return child, analysis, model
