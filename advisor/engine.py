@@ -92,7 +92,25 @@ def _rule_from_module(mod: ModuleType) -> Rule | None:
                 hits=tuple(getattr(mod, "HITS", ())), non_hits=dict(getattr(mod, "NON_HITS", {})))
 
 
+def _import_builtin_catalogue() -> None:
+    """Make ``advisor_rules`` importable from a checkout that was not pip-installed (the
+    package maps ``rules/`` to that name only at install time)."""
+    try:
+        importlib.import_module("advisor_rules")
+        return
+    except ModuleNotFoundError:
+        pass
+    init = Path(__file__).resolve().parent.parent / "rules" / "__init__.py"
+    spec = importlib.util.spec_from_file_location("advisor_rules", init,
+                                                  submodule_search_locations=[str(init.parent)])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["advisor_rules"] = mod
+    spec.loader.exec_module(mod)
+
+
 def _rules_in_package(pkg_name: str) -> list[Rule]:
+    if pkg_name == "advisor_rules":
+        _import_builtin_catalogue()
     pkg = importlib.import_module(pkg_name)
     if not hasattr(pkg, "__path__"):
         rule = _rule_from_module(pkg)

@@ -48,7 +48,9 @@ def expand(fix: dict, origin: str | None, gain: float | None, environment: dict)
     params = {k: v for k, v in (fix.get("params") or {}).items() if v is not None}
     if name == "dataloader-workers":
         cpus = int(environment.get("cpu_count") or os.cpu_count() or 2)
-        values = sorted({v for v in (2, 4, 8, cpus) if 1 < v <= max(2, cpus)})[:4]
+        # A few values, not a sweep: each trial is a fresh process. Half the cores and all
+        # of them (up to 8: beyond that workers mostly contend for the same memory bandwidth).
+        values = sorted({max(2, min(8, cpus) // 2), max(2, min(8, cpus))})
         pin = bool(environment.get("gpu_count"))
         return [Candidate(name, {"num_workers": v, "pin_memory": pin}, origin, gain, group="dataloader-workers")
                 for v in values]

@@ -21,18 +21,18 @@ if [[ $steps == *fixtures* ]]; then
 fi
 
 if [[ $steps == *diagnose* ]]; then
-  for ex in cifar_resnet cifar_resnet_tuned; do
+  for ex in ${DIAGNOSE:-cifar_resnet cifar_resnet_tuned}; do
     say "analyze $ex --no-trials"
-    python3 -m advisor analyze --no-trials --out $W/$ex examples/$ex.py
+    python3 -m advisor analyze --no-trials --steps 40 --out $W/$ex examples/$ex.py
     echo "exit $?"
   done
-  tar -C $W -czf $OUT/diagnose.tar.gz cifar_resnet cifar_resnet_tuned
+  tar -C $W -czf $OUT/diagnose.tar.gz ${DIAGNOSE:-cifar_resnet cifar_resnet_tuned}
 fi
 
 if [[ $steps == *trials* ]]; then
   say "analyze cifar_resnet with trials"
   start=$(date +%s)
-  timeout -s INT 400 python3 -m advisor analyze --out $W/trials --budget 5 examples/cifar_resnet.py
+  timeout -s INT ${TRIALS_TIMEOUT:-400} python3 -m advisor analyze --steps 40 --out $W/trials --budget ${TRIALS_BUDGET:-5} examples/cifar_resnet.py
   echo "exit $? wall $(( $(date +%s) - start ))s"
   # trial traces stay behind (size); the baseline's trace, documents and report come back
   tar -C $W -czf $OUT/trials.tar.gz --exclude='trials/tb/0*' --exclude='trials/tb/apart*' trials

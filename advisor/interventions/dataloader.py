@@ -63,10 +63,25 @@ def apply(params) -> None:
         _async_copies()
 
 
+def _to_accelerator(args, kwargs) -> bool:
+    d = kwargs.get("device", args[0] if args else None)
+    if isinstance(d, torch.Tensor):
+        d = d.device
+    if isinstance(d, int) and not isinstance(d, bool):
+        return True
+    return isinstance(d, (str, torch.device)) and str(d).split(":")[0] == "cuda"
+
+
+def _pinned_in_main_process(t: torch.Tensor) -> bool:
+    # is_pinned() asks the CUDA driver: never call it in a forked DataLoader worker (CUDA
+    # cannot be initialized there), and only for CPU tensors headed for the GPU.
+    return t.device.type == "cpu" and torch.utils.data.get_worker_info() is None and t.is_pinned()
+
+
 def _async_copies() -> None:
     def make(orig):
         def to(self, *args, **kwargs):
-            if "non_blocking" not in kwargs and self.device.type == "cpu" and self.is_pinned():
+            if "non_blocking" not in kwargs and _to_accelerator(args, kwargs) and _pinned_in_main_process(self):
                 kwargs["non_blocking"] = True
             return orig(self, *args, **kwargs)
         return to
@@ -75,7 +90,7 @@ def _async_copies() -> None:
 
     def make_cuda(orig):
         def cuda(self, *args, **kwargs):
-            if "non_blocking" not in kwargs and self.is_pinned():
+            if "non_blocking" not in kwargs and _pinned_in_main_process(self):
                 kwargs["non_blocking"] = True
             return orig(self, *args, **kwargs)
         return cuda

@@ -6,8 +6,9 @@ Counted, from the runtime calls (their names are what CUDA documents as blocking
 - ``cudaMemcpyAsync`` into *pageable* host memory: a DtoH copy to pageable memory returns only
   when done (CUDA "API synchronization behavior"); into pinned memory it is truly async.
   Which copy a call made comes from its ``correlation`` to the ``gpu_memcpy`` event.
-- the CPU ops ``aten::item`` / ``aten::_local_scalar_dense`` (``.item()``, ``bool(t)``...) when
-  the trace has a GPU; without runtime events they are the only evidence of a sync.
+- the CPU ops ``aten::item`` / ``aten::_local_scalar_dense`` (``.item()``, ``bool(t)``...) only
+  when a GPU trace has no runtime events: they are then the only evidence of a sync. With
+  runtime events a CUDA ``.item()`` shows its blocking copy, and a CPU one is no sync.
 
 One ``.item()`` shows up as aten::item > aten::_local_scalar_dense > cudaMemcpyAsync (DtoH) +
 cudaStreamSynchronize: candidates inside the same top-level cpu_op on the same thread are one
@@ -65,8 +66,10 @@ def sync_episodes(model: TraceModel) -> tuple[np.ndarray, list[str], dict[str, n
     rows = _blocking_runtime_rows(model)
     ts_l.append(rt.ts[rows]); tid_l.append(rt.tid[rows])
     name_l += [names[i] for i in rt.name_id[rows]]
-    if model.has_gpu or model.meta.get("device_properties"):
-        # On a CPU-only run .item() reads host memory: not a sync.
+    if (model.has_gpu or model.meta.get("device_properties")) and not len(rt):
+        # Only without runtime events: otherwise the blocking copy + synchronize inside a
+        # CUDA .item() are already counted above, and an .item() on a CPU tensor (a
+        # Dataset reading a label, say) is no sync at all. On a CPU-only run: never.
         items = model.cpu_where(lambda n: n in ITEM_OPS)
         ts_l.append(cpu.ts[items]); tid_l.append(cpu.tid[items])
         name_l += [names[i] for i in cpu.name_id[items]]
@@ -87,6 +90,7 @@ def sync_episodes(model: TraceModel) -> tuple[np.ndarray, list[str], dict[str, n
         seen.add(key)
         top = names[cpu.name_id[r[i]]] if inside else name_l[k]
         out_ts.append(ts[k])
-        out_names.append(top if top == name_l[k] else f"{top} ({name_l[k]})")
+        # ".item()" says it all; other ops name the blocking call inside them.
+        out_names.append(top if top == name_l[k] or top in ITEM_OPS else f"{top} ({name_l[k]})")
     return np.asarray(out_ts, dtype=np.float64), out_names, \
         {n: np.asarray(v) for n, v in raw.items()}
