@@ -142,7 +142,6 @@ def _kernel_stats(model: TraceModel, ops: GpuOps, sel: np.ndarray, win: np.ndarr
         "mean_kernel_us": float(kdur.mean()) if len(kdur) else None,
         "short_kernel_frac": float((kdur < SHORT_KERNEL_US).mean()) if len(kdur) else 0.0,
         "top_kernels": _top_kernels(model, ops, ksel, n),
-        "communication": _communication(ops, sel, n),
     }
 
 
@@ -165,17 +164,112 @@ def _top_kernels(model: TraceModel, ops: GpuOps, ksel: np.ndarray, n: int) -> li
     return out
 
 
-def _communication(ops: GpuOps, sel: np.ndarray, n: int) -> dict:
-    """NCCL time per step and the part of it with no compute kernel running beside it."""
+def _communication(model: TraceModel, ops: GpuOps, sel: np.ndarray, win: np.ndarray, n: int) -> dict:
+    """Collective time per step and the part of it with no compute beside it (exposed).
+
+    NCCL kernels in the steps: the GPU path (summed NCCL kernel time; exposed = the union of
+    NCCL kernels not overlapped by any other kernel). Without them: the CPU-side collective ops
+    (``gloo:all_reduce`` etc., see ``_cpu_communication``)."""
     comm = sel & (ops.cls == CODE["communication"])
     if not comm.any():
-        return {"ms_per_step": 0.0, "exposed_ms_per_step": 0.0}
+        return _cpu_communication(model, ops, win, n)
     cs, ce, _ = union_pieces(ops.start[comm], ops.end[comm], np.zeros(int(comm.sum()), np.int8))
     comp = sel & ~comm & (ops.kind == 0)
     ks, ke, _ = union_pieces(ops.start[comp], ops.end[comp], np.zeros(int(comp.sum()), np.int8))
     busy = float(np.sum(ce - cs))
     return {"ms_per_step": float(np.sum(ops.end[comm] - ops.start[comm])) / 1000 / n,
-            "exposed_ms_per_step": (busy - overlap(cs, ce, ks, ke)) / 1000 / n}
+            "exposed_ms_per_step": (busy - overlap(cs, ce, ks, ke)) / 1000 / n, "source": "nccl"}
+
+
+# CPU-side collectives: ProcessGroupGloo runs each collective on one of its ``pt_gloo_runloop``
+# threads inside a ``gloo:<collective>`` range (user_annotation; torch 2.14 names: all_reduce,
+# sparse_all_reduce, broadcast, reduce, all_gather, gather, scatter, all_to_all, barrier, send,
+# recv). The range lasts from the start of the collective to its completion, waiting for the
+# peers included, so it is the CPU twin of an NCCL kernel. (The calling thread only records the
+# enqueue, ``c10d::allreduce_`` etc., 0.1-5 ms; torch 2.14's gloo path emits no
+# ``record_param_comms``.)
+CPU_COLLECTIVE_PREFIXES = ("gloo:",)
+# Ops that are communication or its bookkeeping, never compute: the collectives themselves, the
+# c10d enqueue/wait ops and NCCL's CPU-side ranges.
+COMM_OP_PREFIXES = CPU_COLLECTIVE_PREFIXES + ("nccl:", "c10d::", "_c10d_functional::",
+                                              "c10d_functional::", "record_param_comms")
+
+
+def _zero_comm() -> dict:
+    return {"ms_per_step": 0.0, "exposed_ms_per_step": 0.0, "source": None}
+
+
+def _subtract(ps: np.ndarray, pe: np.ndarray, qs: np.ndarray, qe: np.ndarray):
+    """Disjoint sorted pieces p minus disjoint sorted pieces q (both from union_pieces)."""
+    if not len(ps) or not len(qs):
+        return ps, pe
+    bounds = np.unique(np.concatenate([ps, pe, qs, qe]))
+    mid = (bounds[:-1] + bounds[1:]) / 2
+
+    def inside(s, e):
+        i = np.searchsorted(s, mid, "right") - 1
+        return (i >= 0) & (mid < e[np.maximum(i, 0)])
+
+    keep = inside(ps, pe) & ~inside(qs, qe)
+    s, e = bounds[:-1][keep], bounds[1:][keep]
+    if not len(s):
+        return s, e
+    join = np.flatnonzero(s[1:] > e[:-1])  # merge touching elementary pieces
+    return np.concatenate([s[:1], s[1:][join]]), np.concatenate([e[:-1][join], e[-1:]])
+
+
+def _cpu_communication(model: TraceModel, ops: GpuOps, win: np.ndarray, n: int) -> dict:
+    """Collectives seen as CPU ops (gloo): per step, the union of the collective ranges that
+    start in the step (nested or concurrent ranges, e.g. two runloop threads, count once), and
+    the part of that union during which no compute runs.
+
+    Compute = per thread, the time covered by ``cpu_op`` rows that are not communication
+    (COMM_OP_PREFIXES) minus the time covered by communication ops on that thread; plus GPU
+    kernels when the trace has any. Why:
+    - on the CPU the collective runs on gloo's own thread, while forward/backward/optimizer ops run
+      on the main (or autograd) thread; a collective is hidden exactly when the rank's other threads
+      are doing work meanwhile (DDP's bucketed all-reduce during the rest of backward), and exposed
+      when they have nothing to do but wait for it (DDP's ``finalize_backward`` wait after the
+      last bucket, a manual all_reduce after backward). A thread blocked in the wait records no
+      cpu_op, so the gap is exposed time.
+    - user_annotation / python_function ranges (``advisor::backward``, ``DDP.forward``,
+      ``ProfilerStep#``) are not compute: they span the waits too.
+    - the enqueue (``c10d::allreduce_``, up to ~5 ms for a 25 MB bucket on the recording box) is
+      not compute although its parent (``autograd::engine::evaluate_function: AccumulateGrad``,
+      DDP's hook) is a cpu_op: hence the per-thread subtraction rather than dropping whole ops.
+      The same removes ops nested inside a collective on its own thread (its copies) and the
+      part of an op that waits for a collective run on the caller's thread.
+    - ops of every phase count (data loading work hides communication as well as backward does),
+      and they are not limited to the step windows: only their overlap with the collectives counts.
+    Per step = total over the trace's steps / number of steps, as for NCCL."""
+    cpu = model.cpu
+    if not len(cpu) or not len(win):
+        return _zero_comm()
+    start, end = cpu.ts, cpu.ts + cpu.dur
+    coll = model.name_mask(lambda s: s.startswith(CPU_COLLECTIVE_PREFIXES))[cpu.name_id]
+    coll &= in_windows(cpu.ts, win)
+    if not coll.any():
+        return _zero_comm()
+    cs, ce, _ = union_pieces(start[coll], end[coll], np.zeros(int(coll.sum()), np.int8))
+    comm_like = model.name_mask(lambda s: s.startswith(COMM_OP_PREFIXES))[cpu.name_id]
+    work = (cpu.cat == 0) & ~comm_like
+    KS, KE = [], []
+    for tid in np.unique(cpu.tid[work]):
+        on = cpu.tid == tid
+        w, c = work & on, comm_like & on
+        ws, we, _ = union_pieces(start[w], end[w], np.zeros(int(w.sum()), np.int8))
+        qs, qe, _ = union_pieces(start[c], end[c], np.zeros(int(c.sum()), np.int8))
+        ws, we = _subtract(ws, we, qs, qe)
+        KS.append(ws); KE.append(we)
+    ks, ke = (np.concatenate(KS), np.concatenate(KE)) if KS else (np.empty(0), np.empty(0))
+    if len(ops):  # a GPU trace with CPU collectives (gloo on CUDA tensors): kernels are compute
+        k = ops.kind == 0
+        ks, ke = np.concatenate([ks, ops.start[k]]), np.concatenate([ke, ops.end[k]])
+    ks, ke, _ = union_pieces(ks, ke, np.zeros(len(ks), np.int8))
+    busy = float(np.sum(ce - cs))
+    return {"ms_per_step": busy / 1000 / n,
+            "exposed_ms_per_step": (busy - overlap(cs, ce, ks, ke)) / 1000 / n,
+            "source": "cpu"}
 
 
 def _syncs(model: TraceModel, win: np.ndarray, n: int) -> dict:
@@ -240,6 +334,7 @@ def analyze(model: TraceModel, child: dict | None = None) -> dict:
     }
     out.update(_syncs(model, win, n))
     out.update(_kernel_stats(model, ops, sel, win))
+    out["communication"] = _communication(model, ops, sel, win, n)
     return out
 
 

@@ -41,7 +41,11 @@ class Thresholds:
     memory_high_frac: float = 0.90
     # Communication not overlapped with compute above this fraction of step time.
     exposed_comm_frac: float = 0.10
-    # Straggler: a rank's step time this much above the median of ranks.
+    # Straggler: the other ranks' time in collectives exceeds the least-waiting rank's by this
+    # fraction of the step (ADV116; collectives align step times, so waits, not step times,
+    # differ). Unchanged at 0.10; CPU DDP over gloo on a 2-vCPU VM, one profiled step, 10
+    # recordings: 30 ms straggler 51-64% of the step, balanced ranks 0-17% (median 6%, 1 of 10
+    # above 0.10: a scheduler hiccup in one step reads as a straggler; see traces/README.md).
     straggler_frac: float = 0.10
     # H2D bytes per sample above this with float32 images suggest copying uint8 (4x fewer bytes).
     float_input_h2d_frac: float = 0.02

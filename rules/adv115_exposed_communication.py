@@ -1,12 +1,15 @@
 """Gradient communication not overlapped with compute.
 
 What it does:
-    Measures NCCL kernel time per step and the part of it during which no compute kernel
-    runs on any stream (exposed communication).
+    Measures collective time per step and the part of it during which no compute runs
+    (exposed communication): NCCL kernels against compute kernels on any stream on a GPU;
+    with CPU collectives (gloo, e.g. CPU DDP) the ``gloo:*`` op ranges against the CPU ops
+    of the rank's other threads.
 
 Why is this bad:
     DDP is meant to all-reduce gradient buckets while backward still computes later
-    layers. Exposed communication adds straight to the step time: GPUs wait on the network.
+    layers. Exposed communication adds straight to the step time: the rank waits on the
+    network (and on its peers).
 
 Example:
     model = DDP(model, bucket_cap_mb=1000)     # one huge bucket: all-reduce after backward
@@ -26,10 +29,11 @@ from ._common import fix, ms, pct, step_ms
 CODE = "ADV115"
 NAME = "exposed-communication"
 SEVERITY = "warning"
-NEEDS = ("gpu", "steps")
+NEEDS = ("steps",)
 FIX = "overlap-communication"
-HITS = ("ddp_exposed_rank0",)
+HITS = ("ddp_cpu_exposed_rank0",)
 NON_HITS = {"amp_bf16_channels_last": "single GPU: no communication"}
+_WHAT = {"nccl": "NCCL kernel time", "cpu": "CPU collective (gloo) time"}
 
 
 def check(ctx):
@@ -40,8 +44,10 @@ def check(ctx):
         return None
     return {
         "message": f"{pct(exposed / total)} of each step is communication with no compute beside it.",
-        "evidence": [f"NCCL kernel time {ms(float(comm.get('ms_per_step') or 0.0))} per step, exposed {ms(exposed)}"],
+        "evidence": [f"{_WHAT.get(comm.get('source'), 'Communication time')} "
+                     f"{ms(float(comm.get('ms_per_step') or 0.0))} per step, exposed {ms(exposed)}"],
         "estimated_gain_ms": exposed,
         "fix": fix("overlap-communication", changes_numerics=False, suggest_only=True,
-                   code="model = DDP(model, device_ids=[rank], gradient_as_bucket_view=True)  # default bucket_cap_mb=25"),
+                   code=f"model = DDP(model, {'' if comm.get('source') == 'cpu' else 'device_ids=[rank], '}"
+                        "gradient_as_bucket_view=True)  # default bucket_cap_mb=25"),
     }

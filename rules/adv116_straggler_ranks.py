@@ -2,9 +2,10 @@
 
 What it does:
     Given traces of several ranks (``advisor inspect rank0.json rank1.json ...``), compares
-    the time each rank spends inside communication kernels per step. Collectives end
-    together, so step times match across ranks; the straggler is the rank that waits least
-    in them while the others wait for it (Holistic Trace Analysis uses the same signal).
+    the time each rank spends inside collectives per step (NCCL kernels on a GPU, the
+    ``gloo:*`` op ranges for CPU collectives). Collectives end together, so step times match
+    across ranks; the straggler is the rank that waits least in them while the others wait for
+    it (Holistic Trace Analysis uses the same signal).
 
 Why is this bad:
     Collective operations wait for the slowest rank: one rank with a slower loader, a
@@ -31,8 +32,8 @@ NAME = "straggler-ranks"
 SEVERITY = "warning"
 NEEDS = ("ranks",)
 FIX = None
-HITS = ("ddp_straggler_case",)
-NON_HITS = {"ddp_exposed_case": "balanced ranks: equal time in communication",
+HITS = ("ddp_cpu_straggler_case",)
+NON_HITS = {"ddp_cpu_exposed_case": "balanced ranks: about equal time in communication",
             "amp_bf16_channels_last": "one rank only: skipped, not guessed"}
 
 
@@ -55,7 +56,7 @@ def check(ctx):
     return {
         "message": f"Rank {fast} is the straggler: the other ranks wait {waiting:.1f} ms per step for it "
                    f"in communication ({pct(waiting / step)} of the step).",
-        "evidence": [f"rank {i}: {c:.2f} ms per step in communication kernels, step {float(a.get('step_time_ms') or 0):.2f} ms"
+        "evidence": [f"rank {i}: {c:.2f} ms per step in communication, step {float(a.get('step_time_ms') or 0):.2f} ms"
                      for i, (c, a) in enumerate(zip(comm, analyses))],
         "estimated_gain_ms": waiting,
         "fix": {"intervention": None, "changes_numerics": False, "suggest_only": True,

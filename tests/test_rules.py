@@ -38,10 +38,24 @@ def _model(trace: str):
     return model, analyze(model)
 
 
+REPO = Path(__file__).resolve().parent.parent
+
+
+@functools.lru_cache(maxsize=None)
+def _run_model(run: str):
+    """A committed GPU run (reports/examples/...): its baseline trace, config and environment."""
+    doc = json.loads((REPO / run / "run.json").read_text())
+    model = load_trace(REPO / run / doc["traces"]["baseline"][-1])
+    return model, analyze(model), doc["config"], doc["environment"]
+
+
 @functools.lru_cache(maxsize=None)
 def load_case(name: str) -> dict:
     path = CASES / f"{name}.json"
     case = json.loads(path.read_text()) if path.exists() else {"trace": name, "config": {}, "environment": {}}
+    if "run" in case:
+        model, analysis, config, env = _run_model(case["run"])
+        return {"model": model, "analysis": analysis, "config": config, "environment": env, "extra": []}
     model, analysis = _model(case["trace"])
     extra = [_model(t)[0] for t in case.get("extra_traces", [])]
     return {"model": model, "analysis": analysis, "config": case.get("config") or {},
@@ -120,16 +134,31 @@ def test_findings_snapshot():
     assert got == json.loads(SNAPSHOT.read_text())
 
 
-def test_tuned_has_no_warning_and_slow_has_the_expected_ranked_findings():
-    tuned, _ = run_case("amp_bf16_channels_last_config")
-    assert [f["code"] for f in tuned if f["severity"] in ("warning", "error")] == []
-    slow, _ = run_case("fp32_nchw_config")
+# What the slow recipe does wrong and the tuned recipe fixes (examples/cifar_resnet*.py).
+SLOW_RECIPE = ("ADV101", "ADV102", "ADV103", "ADV104", "ADV106", "ADV107", "ADV108", "ADV110")
+
+
+def test_slow_gpu_run_has_the_expected_ranked_findings():
+    slow, _ = run_case("gpu_run_cifar_slow")
     codes = [f["code"] for f in slow]
-    for expected in ("ADV101", "ADV104", "ADV106", "ADV107", "ADV108"):
+    for expected in SLOW_RECIPE:
         assert expected in codes, (expected, codes)
-    assert codes[0] == "ADV101", "fp32 off the Tensor Cores is the largest cost of the slow recipe"
     gains = [f["estimated_gain_ms"] for f in slow if f["estimated_gain_ms"] is not None]
     assert gains == sorted(gains, reverse=True)
+    # the data loader (single process, per-sample float conversion) is the largest cost measured
+    assert max(slow, key=lambda f: f["estimated_gain_ms"] or 0)["code"] in ("ADV103", "ADV109", "ADV110")
+    by_code = {f["code"]: f for f in slow}
+    assert by_code["ADV103"]["severity"] == "error"  # > 20% of the step (XProf's input-bound line)
+    assert any("examples/cifar_resnet.py:" in (f["fix"] or {}).get("where") or "" for f in slow)
+
+
+def test_tuned_gpu_run_has_none_of_the_slow_recipe_findings():
+    tuned, _ = run_case("gpu_run_cifar_tuned")
+    codes = {f["code"] for f in tuned}
+    assert not codes & set(SLOW_RECIPE), codes
+    # Known and real (issue 3 stays open on it): at batch 256 of 32x32 images the tuned recipe
+    # is launch-bound on an H200 (GPU busy ~8-10%), so ADV109 still warns on it.
+    assert {f["code"] for f in tuned if f["severity"] in ("warning", "error")} <= {"ADV109"}
 
 
 def test_amp_never_advised_when_autocast_is_on():
