@@ -186,18 +186,23 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
     from advisor.metrics import analyze
     from advisor.trace import TraceError, load_traces
 
-    results = []
+    models = []
     for target in ns.traces:
         try:
-            models = load_traces(target)
+            models.extend(load_traces(target))
         except TraceError as exc:
             return _fail(str(exc))
-        for model in models:
-            analysis = analyze(model)
-            env = pipeline.environment_from_trace(model)
-            findings, skipped = pipeline.run_findings(model, analysis, {}, env, ns.rules)
-            results.append({"trace": str(model.meta.get("trace_path")), "environment": env,
-                            "analysis": analysis, "findings": findings, "skipped_rules": skipped})
+    config = _run_config(ns.traces) if len(ns.traces) == 1 else {}
+    ranked = _ranks(models)
+    results = []
+    for model in models:
+        analysis = analyze(model)
+        env = pipeline.environment_from_trace(model)
+        # Traces of several ranks of one job: each rank's rules see the others (stragglers).
+        others = [m for m in ranked if m is not model] if model in ranked else []
+        findings, skipped = pipeline.run_findings(model, analysis, config, env, ns.rules, extra_models=others)
+        results.append({"trace": str(model.meta.get("trace_path")), "environment": env,
+                        "analysis": analysis, "findings": findings, "skipped_rules": skipped})
     if ns.json:
         sys.stdout.buffer.write(orjson.dumps(results if len(results) > 1 else _inspect_json(results[0]),
                                              option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
@@ -206,6 +211,23 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
         for res in results:
             print_inspect(res, Console())
     return 0
+
+
+def _ranks(models: list) -> list:
+    """The models that are distinct ranks of one distributed job (else none)."""
+    infos = [(m.meta.get("distributed_info") or {}) for m in models]
+    ranks = [i.get("rank") for i in infos]
+    if len(models) > 1 and None not in ranks and len(set(ranks)) == len(ranks):
+        return models
+    return []
+
+
+def _run_config(targets: list[str]) -> dict:
+    """Inspecting an advisor run directory: its observed config makes the config rules run."""
+    p = Path(targets[0])
+    if p.is_dir() and (p / "run.json").is_file():
+        return rundir.read_json(p / "run.json").get("config") or {}
+    return {}
 
 
 def _inspect_json(res: dict) -> dict:

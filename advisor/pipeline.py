@@ -105,7 +105,8 @@ def merge_child_memory(analysis: dict | None, child: dict) -> None:
         mem["capacity_bytes"] = cm["capacity_bytes"]
 
 
-def run_findings(model, analysis: dict | None, config: dict, environment: dict, rules_dirs: list[str]) -> tuple[list, list]:
+def run_findings(model, analysis: dict | None, config: dict, environment: dict, rules_dirs: list[str],
+                 extra_models: list | None = None) -> tuple[list, list]:
     """Run the rule catalogue; returns (findings, skipped). Missing engine → nothing."""
     if model is None or analysis is None:
         return [], []
@@ -113,7 +114,8 @@ def run_findings(model, analysis: dict | None, config: dict, environment: dict, 
         from advisor.engine import run_rules
     except ImportError:  # the rule engine is optional while it is being built
         return [], []
-    return run_rules(model, analysis, config=config, environment=environment, extra_dirs=rules_dirs)
+    return run_rules(model, analysis, config=config, environment=environment, extra_dirs=rules_dirs,
+                     extra_models=extra_models)
 
 
 def build_run_document(spec: dict, child: dict, analysis: dict | None, findings: list,

@@ -45,6 +45,10 @@ def check(ctx):
     from advisor.metrics import analyze
 
     analyses = [ctx.analysis] + [analyze(m) for m in ctx.extra_models]
+    models = [ctx.model, *ctx.extra_models]
+    # Name ranks as the job did (distributedInfo), not by the order the traces were given.
+    rank = [((getattr(m, "meta", {}) or {}).get("distributed_info") or {}).get("rank", i)
+            for i, m in enumerate(models)]
     comm = [_comm_ms(a) for a in analyses]
     step = statistics.median(float(a.get("step_time_ms") or 0.0) for a in analyses)
     if not step or max(comm) == 0.0:
@@ -54,11 +58,11 @@ def check(ctx):
     if waiting / step < ctx.thresholds.straggler_frac:
         return None
     return {
-        "message": f"Rank {fast} is the straggler: the other ranks wait {waiting:.1f} ms per step for it "
+        "message": f"Rank {rank[fast]} is the straggler: the other ranks wait {waiting:.1f} ms per step for it "
                    f"in communication ({pct(waiting / step)} of the step).",
         "evidence": [f"rank {i}: {c:.2f} ms per step in communication, step {float(a.get('step_time_ms') or 0):.2f} ms"
                      for i, (c, a) in enumerate(zip(comm, analyses))],
         "estimated_gain_ms": waiting,
         "fix": {"intervention": None, "changes_numerics": False, "suggest_only": True,
-                "code": f"# compare rank {fast}'s breakdown with the others': its extra work sets the pace"},
+                "code": f"# compare rank {rank[fast]}'s breakdown with the others': its extra work sets the pace"},
     }

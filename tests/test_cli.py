@@ -1,0 +1,132 @@
+"""End to end through the command line: `advisor analyze|inspect|report|rules|rule`."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = REPO / "tests" / "fixtures" / "scripts" / "tiny_train.py"
+TRACES = REPO / "tests" / "fixtures" / "traces"
+FAST = ["--warmup", "2", "--steps", "4", "--profile-steps", "2", "--no-trials"]
+
+
+def advisor(*args, cwd=None, timeout=300):
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "advisor", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    out = tmp / "run"
+    r = advisor("analyze", "--json", "--out", out, *FAST, TINY, "--steps", "500", cwd=tmp)
+    return r, out
+
+
+def test_analyze_json_and_run_directory(tiny_run):
+    r, out = tiny_run
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["status"] == "complete"
+    assert res["step_time_ms"] > 0 and res["samples_per_s"] > 0 and res["batch_size"] == 64
+    total = sum(res["breakdown"].values())
+    assert abs(total - res["profiled_step_time_ms"]) < 1e-6 * max(1.0, total)
+    assert set(res["breakdown"]) >= {"data_wait", "forward", "backward", "optimizer"}
+    assert isinstance(res["kernel_time_by_class"], dict)
+    assert "finished" not in r.stdout  # the script was stopped after the measured steps
+    for name in ("run.json", "index.html", "child.json", "spec.json"):
+        assert (out / name).is_file(), name
+    traces = list((out / "tb" / "baseline").glob("*.pt.trace.json.gz"))
+    assert len(traces) == 1
+    json.loads(gzip.open(traces[0]).read())  # valid Chrome trace JSON (opens in Perfetto)
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["config"]["dataloader"]["value"]["batch_size"] == 64
+    assert doc["config"]["optimizer"]["where"].endswith("tiny_train.py:20")
+
+
+def test_never_overwrites_a_run(tiny_run, tmp_path):
+    _, out = tiny_run
+    r = advisor("analyze", "--out", out, *FAST, TINY, cwd=tmp_path)
+    assert r.returncode == 1 and "never overwrites" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_report_rerenders(tiny_run, tmp_path):
+    _, out = tiny_run
+    (out / "index.html").unlink()
+    r = advisor("report", out)
+    assert r.returncode == 0, r.stderr
+    assert "advisor report" in (out / "index.html").read_text()
+
+
+def test_tensorboard_lists_an_advisor_run(tiny_run, query_tb_profiler):
+    _, out = tiny_run
+    info = query_tb_profiler(out / "tb", runs=["baseline"])
+    assert "baseline" in info["runs"]
+    assert info["overview"]["baseline"]
+
+
+def test_missing_script_is_one_line_and_no_run_dir(tmp_path):
+    r = advisor("analyze", "nope.py", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.strip().count("\n") == 0 and "nope.py: no such file" in r.stderr
+    assert not (tmp_path / "reports").exists()
+
+
+def test_script_failing_mid_run_keeps_an_incomplete_run(tmp_path):
+    r = advisor("analyze", "--out", tmp_path / "run", *FAST, TINY, "--raise-at", "5", cwd=tmp_path)
+    assert r.returncode == 1
+    assert "ValueError: planted failure at step 5" in r.stderr  # the script's own traceback
+    assert r.stderr.strip().splitlines()[-1].startswith("advisor: run incomplete: script raised ValueError")
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert doc["status"] == "incomplete" and doc["steps_seen"] == 4
+    assert len(doc["measurement"].get("step_time_ms") and [1] or []) == 1  # the timed steps are kept
+
+
+def test_inspect_gpu_fixture_json():
+    r = advisor("inspect", "--json", TRACES / "fp32_nchw.pt.trace.json.gz")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    k = res["kernel_time_by_class"]
+    assert k["gemm_conv"] > 0.5 and k.get("tc_gemm_conv", 0.0) < 0.01
+    codes = [f["code"] for f in res["findings"]]
+    assert "ADV101" in codes and "ADV106" in codes
+    assert res["environment"]["gpu_name"] == "NVIDIA H200"
+
+
+def test_inspect_run_directory_uses_its_observed_config():
+    r = advisor("inspect", "--json", REPO / "reports" / "examples" / "h200-cifar_resnet")
+    res = json.loads(r.stdout)
+    by = {f["code"]: f for f in res["findings"]}
+    assert "ADV108" in by and "examples/cifar_resnet.py:" in by["ADV108"]["message"]
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"", "empty"),
+    (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2', "truncated"),
+    (b'{"hello": "world"}', "not a Kineto"),
+])
+def test_inspect_bad_traces(tmp_path, content, needle):
+    p = tmp_path / "t.json"
+    p.write_bytes(content)
+    r = advisor("inspect", p)
+    assert r.returncode == 1
+    assert len(r.stderr.strip().splitlines()) == 1 and needle.lower() in r.stderr.lower(), r.stderr
+
+
+def test_rules_and_rule_doc():
+    r = advisor("rules")
+    assert r.returncode == 0 and "ADV101" in r.stdout and "nchw-transposes" in r.stdout
+    r = advisor("rule", "ADV102")
+    assert r.returncode == 0
+    for section in ("What it does", "Why is this bad", "Example", "Fix", "Fix safety"):
+        assert section in r.stdout
+    assert advisor("rule", "ADV999").returncode == 2

@@ -1,0 +1,108 @@
+"""Trials on the CPU: a real input-bound script gets a measured, accepted num_workers fix and a
+patch that applies; a harmful fix (NaN loss) is rejected by the numerics guard."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from advisor import measure
+
+REPO = Path(__file__).resolve().parent.parent
+SLOW = REPO / "examples" / "slow_loader.py"
+TINY = REPO / "tests" / "fixtures" / "scripts" / "tiny_train.py"
+ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def advisor(*args, cwd, timeout=600):
+    return subprocess.run([sys.executable, "-m", "advisor", *map(str, args)], cwd=cwd, env=ENV,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def slow_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("trials")
+    shutil.copy(SLOW, tmp / "slow_loader.py")  # the user's file: must come out untouched
+    before = (tmp / "slow_loader.py").read_bytes()
+    r = advisor("analyze", "--out", tmp / "run", "--warmup", "2", "--steps", "8", "--profile-steps", "1",
+                "slow_loader.py", "--sleep-ms", "4", cwd=tmp)
+    assert (tmp / "slow_loader.py").read_bytes() == before
+    return r, tmp
+
+
+def test_input_bound_script_gets_an_accepted_worker_fix(slow_run):
+    r, tmp = slow_run
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads((tmp / "run" / "run.json").read_text())
+    assert any(f["code"] == "ADV103" for f in doc["findings"])
+    summary = doc["trial_summary"]
+    assert summary["threshold"] >= 0.03 and summary["noise"] is not None
+    trials = {t["name"]: t for t in doc["trials"]}
+    assert trials["00-baseline-repeat"]["status"] == "reference"
+    accepted = [t for t in doc["trials"] if t["status"] == "accepted"]
+    assert accepted and accepted[0]["fix"] == "dataloader-workers"
+    best = accepted[-1]
+    assert best["speedup_vs_baseline"] > 1.0 + summary["threshold"]
+    assert best["steps_measured"] == 8 and best["traces"]
+    assert (tmp / "run" / best["traces"][0]).is_file()  # every trial has its own trace in tb/
+    assert summary["stack"][0]["name"] == "dataloader-workers"
+
+
+def test_patch_applies_and_has_the_effect(slow_run):
+    _, tmp = slow_run
+    patch = tmp / "run" / "fixes.patch"
+    assert patch.is_file()
+    work = tmp / "user"
+    work.mkdir()
+    shutil.copy(SLOW, work / "slow_loader.py")
+    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+    subprocess.run(["git", "apply", str(patch)], cwd=work, check=True)
+    text = (work / "slow_loader.py").read_text()
+    assert re.search(r"num_workers=\d", text) and "persistent_workers=True" in text
+
+    def rate(script_dir):
+        out = subprocess.run([sys.executable, "slow_loader.py", "--steps", "24", "--sleep-ms", "4"],
+                             cwd=script_dir, capture_output=True, text=True, timeout=300, check=True).stdout
+        return float(re.search(r"([\d.]+) samples/s", out.splitlines()[-1]).group(1))
+
+    assert rate(work) > 1.3 * rate(tmp)  # the patched script loads in parallel workers
+
+
+def test_harmful_trial_is_rejected_with_its_reason(tmp_path):
+    r = advisor("analyze", "--out", tmp_path / "run", "--warmup", "2", "--steps", "6", "--profile-steps", "1",
+                "--fix", "nan-loss", TINY, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    nan = [t for t in doc["trials"] if t["fix"] == "nan-loss"]
+    assert nan and nan[0]["status"] == "rejected"
+    assert nan[0]["reason"].startswith("numerics: loss became nan")
+    assert doc["trial_summary"]["stack"] == []
+    assert not (tmp_path / "run" / "fixes.patch").exists()
+
+
+def test_numerics_verdicts():
+    base = [2.3, 2.2, 2.1, 2.0, 1.9, 1.8, 1.7, 1.6]
+    assert measure.numerics_verdict(base, base, False) is None
+    assert measure.numerics_verdict([2.3, float("inf")], base, False).startswith("loss became inf")
+    assert measure.numerics_verdict([x * 1.2 for x in base], base, False)  # 20% worse: a safe fix may not
+    assert measure.numerics_verdict([x * 1.2 for x in base], base, True) is None  # AMP may
+    diverge = [1.0, 1.0, 1.1, 1.5, 2.0, 3.0, 4.0, 5.0]
+    assert measure.numerics_verdict(diverge, [1.0] * 8, True).startswith("mean loss")  # off the baseline
+    assert "diverged" in measure.numerics_verdict(diverge, [1.0, 1.0], True)  # too few to compare: the trend
+
+
+def test_noise_threshold():
+    a = {"step_times_ms": [10.0] * 20, "batch_size": 8}
+    b = {"step_times_ms": [11.0] * 20, "batch_size": 8}
+    noise = measure.run_noise(a, b)
+    assert abs(noise - 0.1) < 1e-9
+    assert measure.acceptance_threshold(noise) == pytest.approx(0.2)
+    assert measure.acceptance_threshold(0.001) == 0.03
+    assert measure.throughput_gain({"step_times_ms": [5.0], "batch_size": 8}, a) == pytest.approx(1.0)
