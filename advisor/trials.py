@@ -121,6 +121,7 @@ def _describe(child: dict, analysis: dict | None, base: dict) -> dict:
         "samples_per_s": measure.samples_per_s(child),
         "batch_size": child.get("batch_size"),
         "steps_measured": len([t for t in child.get("step_times_ms") or [] if t]),
+        "elapsed_s": child.get("elapsed_s"),
         "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
         "peak_memory_bytes": mem.get("max_allocated_bytes"),
         "speedup_vs_baseline": (lambda g: None if g is None else 1.0 + g)(measure.throughput_gain(child, base)),

@@ -181,3 +181,13 @@ def test_user_rules_directory_loads_the_same_way(tmp_path):
     assert "USR001" in [r.code for r in rules]
     findings, _ = run_case("fp32_nchw", rules=[r for r in rules if r.code == "USR001"])
     assert findings[0]["message"].startswith("step ")
+
+
+def test_thresholds_are_configurable(monkeypatch):
+    from advisor.thresholds import Thresholds
+
+    assert "ADV103" in [f["code"] for f in run_case("slow_loader")[0]]
+    monkeypatch.setenv("ADVISOR_THRESHOLDS", "data_wait_frac=0.95")
+    assert "ADV103" not in [f["code"] for f in run_case("slow_loader")[0]]
+    with pytest.raises(ValueError, match="unknown threshold"):
+        Thresholds.from_overrides(["no_such=1"])

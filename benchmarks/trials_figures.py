@@ -1,0 +1,39 @@
+"""Print the figures issue 4 asks for from a run directory written by `advisor analyze`:
+the run-to-run noise of the baseline (target <= 3%), the per-trial and total wall time of the
+trials (target for the whole analyze on the GPU example: <= 3 min), and the ladder.
+
+    python3 benchmarks/trials_figures.py reports/examples/h200-cifar_resnet-trials-session2
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def main(run: str) -> int:
+    doc = json.loads((Path(run) / "run.json").read_text())
+    s = doc.get("trial_summary") or {}
+    base = doc.get("measurement") or {}
+    print(f"run: {run}")
+    print(f"device: {doc['environment'].get('gpu_name') or 'CPU'}; baseline {base.get('step_time_ms', 0):.2f} ms/step "
+          f"(median of {base.get('steps_measured')}), {base.get('samples_per_s', 0):,.0f} samples/s")
+    if s.get("noise") is not None:
+        print(f"run-to-run noise (baseline vs repeat): {s['noise']:.1%}  -> acceptance threshold {s['threshold']:.1%}")
+    rows = doc.get("trials") or []
+    for t in rows:
+        wall = t.get("elapsed_s")
+        sp = t.get("speedup_vs_baseline")
+        print(f"  {t['name']:32s} {t.get('status', ''):9s} "
+              f"{(t.get('step_time_ms') or 0):7.2f} ms  {(sp or 0):5.2f}x  "
+              f"{'%6.1f s' % wall if wall else '      ?'}  {(t.get('reason') or '')[:70]}")
+    walls = [t["elapsed_s"] for t in rows if t.get("elapsed_s")]
+    if walls:
+        print(f"trial processes: {len(walls)}, wall {sum(walls):.0f} s in all, median {statistics.median(walls):.1f} s each")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
