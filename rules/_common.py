@@ -61,3 +61,15 @@ def fix(intervention: str, *, changes_numerics: bool, code: str, where: str | No
 
 def top_kernels_of(ctx, cls: str, n: int = 3) -> list[str]:
     return [k["name"] for k in ctx.analysis.get("top_kernels") or [] if k.get("cls") == cls][:n]
+
+
+def peak_and_capacity(ctx) -> tuple[int, int]:
+    """Peak allocated GPU bytes and the device's capacity (0 when unknown)."""
+    m = ctx.analysis.get("memory") or {}
+    peak = m.get("peak_allocated_bytes") or 0
+    cap = m.get("capacity_bytes") or ctx.environment.get("gpu_memory_bytes") or 0
+    return peak, cap
+
+
+def gib_of(peak: int, cap: int) -> str:
+    return f"peak allocated {peak / 2**30:.2f} GiB of {cap / 2**30:.1f} GiB"

@@ -20,7 +20,7 @@ Fix safety:
     learning rate. Trials show it apart from the safe fixes.
 """
 
-from ._common import fix, pct
+from ._common import fix, gib_of, pct, peak_and_capacity
 
 CODE = "ADV111"
 NAME = "memory-headroom"
@@ -31,15 +31,8 @@ HITS = ("amp_bf16_channels_last",)
 NON_HITS = {"near_capacity": "a ballast holds 92% of the device: no headroom"}
 
 
-def _mem(ctx):
-    m = ctx.analysis.get("memory") or {}
-    peak = m.get("peak_allocated_bytes") or 0
-    cap = m.get("capacity_bytes") or ctx.environment.get("gpu_memory_bytes") or 0
-    return peak, cap
-
-
 def check(ctx):
-    peak, cap = _mem(ctx)
+    peak, cap = peak_and_capacity(ctx)
     if not peak or not cap or peak / cap >= ctx.thresholds.memory_low_frac:
         return None
     factor = 2 ** max(1, min(3, int((cap * 0.7 / peak)).bit_length() - 1))
@@ -47,7 +40,7 @@ def check(ctx):
     bs = dl.get("batch_size") or ctx.analysis.get("batch_size")
     return {
         "message": f"Peak GPU memory is {pct(peak / cap)} of capacity: a {factor}x larger batch fits.",
-        "evidence": [f"peak allocated {peak / 2**30:.2f} GiB of {cap / 2**30:.1f} GiB"]
+        "evidence": [gib_of(peak, cap)]
                     + ([f"batch size {bs}"] if bs else []),
         "estimated_gain_ms": None,
         "fix": fix("batch-size", changes_numerics=True, where=ctx.where("dataloader"), factor=factor,

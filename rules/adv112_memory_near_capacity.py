@@ -20,7 +20,7 @@ Fix safety:
     AMP changes numerics.
 """
 
-from ._common import fix, pct
+from ._common import fix, gib_of, pct, peak_and_capacity
 
 CODE = "ADV112"
 NAME = "memory-near-capacity"
@@ -32,14 +32,12 @@ NON_HITS = {"amp_bf16_channels_last": "a few GB of an H200"}
 
 
 def check(ctx):
-    m = ctx.analysis.get("memory") or {}
-    peak = m.get("peak_allocated_bytes") or 0
-    cap = m.get("capacity_bytes") or ctx.environment.get("gpu_memory_bytes") or 0
+    peak, cap = peak_and_capacity(ctx)
     if not peak or not cap or peak / cap < ctx.thresholds.memory_high_frac:
         return None
     return {
         "message": f"Peak GPU memory is {pct(peak / cap)} of capacity.",
-        "evidence": [f"peak allocated {peak / 2**30:.2f} GiB of {cap / 2**30:.1f} GiB"],
+        "evidence": [gib_of(peak, cap)],
         "estimated_gain_ms": None,
         "fix": fix("expandable-segments", changes_numerics=False,
                    code="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python train.py ..."),
