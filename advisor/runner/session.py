@@ -5,6 +5,8 @@ nothing outside ``advisor analyze``; ``install()`` builds the real machinery."""
 
 from __future__ import annotations
 
+import os
+
 _SESSION = None  # the Controller while a script runs under advisor
 
 
@@ -46,8 +48,10 @@ def install(spec: dict):
     except Exception as e:
         ctl.internal_error("NVTX setup", e)
     if spec.get("sandbox_writes"):
-        ctl.note("spec sandbox_writes is not implemented by the runner: the script's own file "
-                 "writes happen as usual")
+        from advisor.runner.sandbox import Sandbox
+
+        project = (ctl.cwd, os.path.dirname(os.path.abspath(spec["script"])))
+        Sandbox(ctl.run_dir, ctl.note, also_allowed=(os.path.dirname(ctl.tb_dir),), project=project).install()
     _SESSION = ctl
     ctl.start()
     return ctl
