@@ -43,7 +43,8 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
                    help="override a rule threshold (see advisor/thresholds.py)")
     p.add_argument("--rules", action="append", default=[], metavar="DIR", help="extra rule directory")
-    p.add_argument("--json", action="store_true", help="print machine-readable results on stdout")
+    p.add_argument("--json", action="store_true",
+                   help="print machine-readable results on stdout (the script's own output goes to stderr)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -130,7 +131,8 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         return _fail(str(exc))
     spec = pipeline.make_spec(script, script_args, run_dir, opts)
     err.print(f"[cyan]advisor ▸[/] run directory {run_dir}", markup=True, highlight=False)
-    child = run_child(spec, timeout=opts.timeout, step_timeout=opts.step_timeout, on_progress=_progress)
+    child = run_child(spec, timeout=opts.timeout, step_timeout=opts.step_timeout, on_progress=_progress,
+                      stdout_to_stderr=ns.json)
     analysis, model, trace_err = pipeline.analyze_trace_files(run_dir, child.get("trace_files") or [])
     pipeline.merge_child_memory(analysis, child)
     extra = [trace_err] if trace_err and child.get("status") == "complete" else []
@@ -159,7 +161,7 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc) -> None:
         script=script, script_args=script_args, run_dir=run_dir, opts=opts, baseline=child,
         baseline_findings=doc["findings"], environment=doc["environment"], budget_s=ns.budget * 60.0,
         max_trials=ns.max_trials, trial_timeout=ns.trial_timeout,
-        only=set(ns.fix.split(",")) if ns.fix else None,
+        only=set(ns.fix.split(",")) if ns.fix else None, stdout_to_stderr=ns.json,
         progress=lambda line: err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False))
     result = trials.run_trials(ctx)
     doc["trials"] = result["trials"]

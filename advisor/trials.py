@@ -93,6 +93,7 @@ class TrialContext:
     trial_timeout: float = 900.0
     only: set[str] | None = None
     progress: object = None         # callable(str) for one-line progress
+    stdout_to_stderr: bool = False  # --json: the script's output must not mix with advisor's
     started: float = field(default_factory=time.monotonic)
 
 
@@ -106,7 +107,8 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate]) -> tuple[dict, di
     spec["tb_dir"] = str(ctx.run_dir / "tb")
     spec["sandbox_writes"] = True
     spec["seed"] = 0
-    child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout)
+    child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
+                      stdout_to_stderr=ctx.stdout_to_stderr)
     if child.get("interrupted"):  # Ctrl-C reached the trial: stop the ladder, keep the rest
         raise KeyboardInterrupt
     analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])

@@ -27,14 +27,15 @@ def advisor(*args, cwd=None, timeout=300):
 def tiny_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cli")
     out = tmp / "run"
-    r = advisor("analyze", "--json", "--out", out, *FAST, TINY, "--steps", "500", cwd=tmp)
+    r = advisor("analyze", "--json", "--out", out, *FAST, TINY, "--steps", "500", "--print-every", "1", cwd=tmp)
     return r, out
 
 
 def test_analyze_json_and_run_directory(tiny_run):
     r, out = tiny_run
     assert r.returncode == 0, r.stderr
-    res = json.loads(r.stdout)
+    res = json.loads(r.stdout)  # stdout is advisor's JSON alone...
+    assert "loss" in r.stderr  # ...the script's own prints went to stderr
     assert res["status"] == "complete"
     assert res["step_time_ms"] > 0 and res["samples_per_s"] > 0 and res["batch_size"] == 64
     total = sum(res["breakdown"].values())
@@ -49,7 +50,7 @@ def test_analyze_json_and_run_directory(tiny_run):
     json.loads(gzip.open(traces[0]).read())  # valid Chrome trace JSON (opens in Perfetto)
     doc = json.loads((out / "run.json").read_text())
     assert doc["config"]["dataloader"]["value"]["batch_size"] == 64
-    assert doc["config"]["optimizer"]["where"].endswith("tiny_train.py:20")
+    assert doc["config"]["optimizer"]["where"].endswith("tiny_train.py:21")
 
 
 def test_never_overwrites_a_run(tiny_run, tmp_path):

@@ -108,7 +108,7 @@ def _kill_group(pgid: int, sig: int) -> None:
 
 
 def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=None,
-              grace: float = GRACE_S) -> dict:
+              grace: float = GRACE_S, stdout_to_stderr: bool = False) -> dict:
     """Run spec["script"] under advisor in a child process; see internals.md §1 and §4.
 
     Returns child.json's content plus ``status`` ("complete" | "incomplete"),
@@ -134,7 +134,10 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     total = int(spec.get("warmup_steps", 5)) + int(spec.get("measure_steps", 20)) + (profile_n + 1 if profile_n else 0)
     cmd = [sys.executable, BOOTSTRAP, spec_path]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, cwd=spec.get("cwd") or None, start_new_session=True)
+    # stdout_to_stderr: `--json` keeps stdout for advisor's JSON alone; the script's prints
+    # still reach the terminal, on stderr.
+    proc = subprocess.Popen(cmd, cwd=spec.get("cwd") or None, start_new_session=True,
+                            stdout=sys.stderr.fileno() if stdout_to_stderr else None)
     pgid = proc.pid  # a new session: the child leads its own process group
 
     signals = {"int": 0}
