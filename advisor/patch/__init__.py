@@ -1,0 +1,80 @@
+"""Accepted fixes → the equivalent edit of the user's script, as one unified diff.
+
+Trials apply fixes at run time (advisor.interventions) and never touch the user's files.
+This package writes the source edit a user would make by hand, at the call sites the child
+observed (config ``where``, internals.md §1), and returns it as text that ``git apply``
+and ``patch -p1`` accept from the directory holding the script (or from ``root``):
+
+    diff, notes = make_patch("train.py", [{"intervention": "set-to-none", "params": {}}], config)
+
+Edits are made on a libcst tree, so formatting and comments survive. Every fix is first
+resolved against the ORIGINAL tree (line numbers → nodes via PositionProvider) and
+recorded as an edit of an original node; one transformer pass then applies all of them,
+so several fixes on one file (even on one call) compose into one diff whatever their
+order (core.py). Nothing is written: files are read, the diff is returned.
+
+Each note is {"intervention", "applied": True, "where": "path:LINE", "edits": [...]} or
+{"intervention", "applied": False, "reason": ...}; a fix that cannot be placed (unknown
+intervention, site not observed, site not in an editable file, nothing to change) is
+reported, never raised.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from .core import PatchContext, SkipFix
+from .flag_fixes import cudnn_benchmark, fused_optimizer, set_to_none, tf32
+from .loader_fixes import LR_COMMENT, batch_size, dataloader
+from .model_fixes import amp, channels_last, torch_compile
+
+__all__ = ["LR_COMMENT", "make_patch", "patch_for"]
+
+# intervention name → its editor: (context, fix, fix's params) → note; raises SkipFix when it cannot be placed
+_EDITORS: dict[str, Callable[[PatchContext, dict, dict], dict]] = {
+    "set-to-none": set_to_none,
+    "fused-optimizer": fused_optimizer,
+    "cudnn-benchmark": cudnn_benchmark,
+    "tf32": tf32,
+    "dataloader-workers": dataloader,
+    "pin-memory": dataloader,
+    "batch-size": batch_size,
+    "channels-last": channels_last,
+    "amp": amp,
+    "torch-compile": torch_compile,
+}
+
+
+def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | None = None,
+               *, cwd: str | None = None) -> tuple[str, list[dict]]:
+    """Return (unified diff, one note per fix). ``config`` is the child's observed config;
+    its ``where`` paths are resolved against ``cwd`` (default: the current directory), the
+    script's directory and ``root`` (default: the script's directory; diff paths are
+    relative to it)."""
+    cwd = os.path.realpath(cwd or os.getcwd())
+    script = os.path.realpath(os.path.join(cwd, script_path))
+    root = os.path.realpath(os.path.join(cwd, root)) if root else os.path.dirname(script)
+    ctx = PatchContext(script=script, root=root, cwd=cwd, config=config or {})
+    notes: list[dict] = []
+    for fix in fixes or []:
+        fix = fix or {}
+        name = fix.get("intervention")
+        editor = _EDITORS.get(name)
+        if editor is None:
+            notes.append({"intervention": name, "applied": False,
+                          "reason": f"advisor has no source edit for {name!r}"})
+            continue
+        mark = len(ctx.edits)
+        try:
+            note = editor(ctx, fix, dict(fix.get("params") or {}))
+        except Exception as e:  # noqa: BLE001 - a bad site must not take the whole patch down
+            del ctx.edits[mark:]    # a fix that is not placed leaves no edit behind
+            reason = str(e) if isinstance(e, SkipFix) else \
+                f"internal error while placing the edit: {type(e).__name__}: {e}"
+            note = {"applied": False, "reason": reason}
+        notes.append({"intervention": name, **note})
+    return ctx.render(notes), notes
+
+
+patch_for = make_patch

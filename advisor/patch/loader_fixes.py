@@ -1,0 +1,150 @@
+"""Fixes on the input pipeline: DataLoader workers and pinned memory (with the matching
+``non_blocking=True`` host-to-device copies), and a larger batch."""
+
+from __future__ import annotations
+
+import os
+
+import libcst as cst
+
+from .call_args import code_of, find_arg, has_double_star, is_literal, last_name, passes_literal, remove_arg, set_arg, set_args
+from .core import PatchContext, SkipFix, SourceFile, add_warning, applied, location
+
+LR_COMMENT = "# advisor: scale the learning rate with the batch"
+
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
+_DL_POS = {"batch_size": 1, "batch_sampler": 4, "num_workers": 5, "pin_memory": 7}
+
+
+def _dataloader_call(ctx: PatchContext, fix: dict) -> tuple[SourceFile, cst.Call]:
+    f, line = ctx.site("dataloader", fix)
+    calls = f.calls_at(line, lambda c: last_name(c.func) == "DataLoader")
+    if not calls:
+        calls = f.calls_at(line, lambda c: any(a.keyword is not None and a.keyword.value in
+                                                ("batch_size", "num_workers", "pin_memory") for a in c.args))
+    if not calls:
+        raise SkipFix(f"no DataLoader(...) call at {location(f, line)}")
+    return f, calls[0]
+
+
+def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
+    """dataloader-workers and pin-memory: one edit of the DataLoader call."""
+    name = fix.get("intervention")
+    f, call = _dataloader_call(ctx, fix)
+    here = location(f, f.line_of(call))
+    workers = p.get("num_workers")
+    if workers is None and name == "dataloader-workers":
+        workers = max(2, min(8, os.cpu_count() or 2))
+    pin = bool(p.get("pin_memory", True))
+    prefetch = int(p.get("prefetch_factor", 4))
+    edits: list[str] = []
+    if workers is not None:
+        workers = int(workers)
+        edits.append(f"num_workers={workers}")
+        edits += ["persistent_workers=True", f"prefetch_factor={prefetch}"] if workers > 0 else \
+            ["persistent_workers and prefetch_factor removed (no workers)"]
+    if pin:
+        edits.append("pin_memory=True")
+    if not edits:
+        raise SkipFix("nothing to change: no num_workers and pin_memory=False")
+
+    def edit(c: cst.Call) -> cst.Call:
+        items: list[tuple[str, str, int | None]] = []
+        if workers is not None:
+            items.append(("num_workers", str(workers), _DL_POS["num_workers"]))
+            if workers > 0:
+                items += [("persistent_workers", "True", None), ("prefetch_factor", str(prefetch), None)]
+            else:
+                c = remove_arg(remove_arg(c, "persistent_workers"), "prefetch_factor")
+        if pin:
+            items.append(("pin_memory", "True", _DL_POS["pin_memory"]))
+        return set_args(c, items)
+    ctx.on_node(f, call, edit)
+    extra: dict = {}
+    if has_double_star(call):
+        add_warning(extra, "the DataLoader call also takes **kwargs: check they do not set the same arguments")
+    if pin:
+        edits += _non_blocking(ctx, fix, extra)
+    return applied(here, edits, **extra)
+
+
+def _is_copy(c: cst.Call) -> bool:
+    return isinstance(c.func, cst.Attribute) and c.func.attr.value in ("to", "cuda")
+
+
+def _non_blocking(ctx: PatchContext, fix: dict, extra: dict) -> list[str]:
+    """Pinned batches only help when the copies to the device are asynchronous."""
+    try:
+        site = ctx.site("h2d_copy", fix, required=False)
+    except SkipFix as e:
+        add_warning(extra, f"{e}: add non_blocking=True to the .to(device) copies yourself")
+        return []
+    if site is None:
+        add_warning(extra, "no host-to-device copy site was observed: add non_blocking=True to the .to(device) copies")
+        return []
+    f, line = site
+    calls = f.calls_at(line, _is_copy)
+    if not calls:
+        add_warning(extra, f"no .to(...)/.cuda(...) call at {location(f, line)}: add non_blocking=True yourself")
+        return []
+    copies = list(calls)
+    # the same copy on the neighbouring lines (inputs, then targets): make those asynchronous too
+    stmt = f.stmt_at(line)
+    if isinstance(stmt, cst.SimpleStatementLine):
+        args_code = {code_of(c.with_changes(func=cst.Name("_"))) for c in calls}
+        block = f.block_of(stmt)
+        i = next(k for k, s in enumerate(block) if s is stmt)
+        for step in (-1, 1):
+            k = i + step
+            while 0 <= k < len(block) and isinstance(block[k], cst.SimpleStatementLine):
+                s = block[k]
+                lo, hi = f.pos[s].start.line, f.pos[s].end.line
+                same = [c for c, cs, ce in f.calls if lo <= cs and ce <= hi and _is_copy(c)
+                        and code_of(c.with_changes(func=cst.Name("_"))) in args_code]
+                if not same:
+                    break
+                copies += same
+                k += step
+    lines = []
+    for c in copies:
+        if passes_literal(c, "non_blocking", True):
+            continue
+        ctx.on_node(f, c, lambda n: set_arg(n, "non_blocking", "True"))
+        lines.append(f.line_of(c))
+    return [f"non_blocking=True at {location(f, ln)}" for ln in sorted(set(lines))]
+
+
+def batch_size(ctx: PatchContext, fix: dict, p: dict) -> dict:
+    factor = int(p.get("factor", 2))
+    if factor < 2:
+        raise SkipFix(f"batch-size factor {factor} changes nothing")
+    f, call = _dataloader_call(ctx, fix)
+    here = location(f, f.line_of(call))
+    if (bs := find_arg(call, "batch_sampler", _DL_POS["batch_sampler"])) is not None and not is_literal(bs[1].value, None):
+        raise SkipFix(f"the DataLoader at {here} uses a batch_sampler")
+    found = find_arg(call, "batch_size", _DL_POS["batch_size"])
+    if found is not None and is_literal(found[1].value, None):
+        raise SkipFix(f"the DataLoader at {here} has batch_size=None")
+    if found is None:
+        new_code, value = f"batch_size={factor}", cst.Integer(str(factor))
+    elif isinstance(found[1].value, cst.Integer):
+        value = cst.Integer(str(found[1].value.evaluated_value * factor))
+        new_code = f"batch_size={value.value}"
+    else:
+        old = found[1].value
+        simple = isinstance(old, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer)) or \
+            (isinstance(old, cst.BinaryOperation) and isinstance(old.operator, (cst.Multiply, cst.FloorDivide)))
+        value = cst.parse_expression(f"{code_of(old)} * {factor}" if simple else
+                                     f"({code_of(old.with_changes(lpar=(), rpar=()))}) * {factor}")
+        new_code = f"batch_size={code_of(value)}"
+    # set_arg finds batch_size by keyword or position and replaces only its value
+    ctx.on_node(f, call, lambda c: set_arg(c, "batch_size", value, _DL_POS["batch_size"]))
+    stmt = f.stmt_at(f.line_of(call))
+    if stmt is not None:
+        def comment(s):
+            lines = list(s.leading_lines)
+            if any(el.comment is not None and el.comment.value == LR_COMMENT for el in lines):
+                return s
+            return s.with_changes(leading_lines=[*lines, cst.EmptyLine(comment=cst.Comment(LR_COMMENT))])
+        ctx.on_node(f, stmt, comment)
+    return applied(here, [new_code, "comment: scale the learning rate with the batch"], changes_numerics=True)
