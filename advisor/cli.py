@@ -1,4 +1,4 @@
-"""Command line: `advisor analyze|inspect|report|rules|rule`.
+"""Command line: `advisor analyze|inspect|report|compare|rules|rule`.
 
 Exit codes: 0 done, 1 the run or input was incomplete/bad (what was captured is kept),
 2 usage error.
@@ -59,8 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("traces", nargs="+", help="trace file (.json/.json.gz), run directory or TensorBoard log dir")
     i.add_argument("--rules", action="append", default=[], metavar="DIR")
     i.add_argument("--json", action="store_true")
-    r = sub.add_parser("report", help="re-render a run's report from its run.json")
-    r.add_argument("run")
+    r = sub.add_parser("report", help="re-render a run's index.html from its run.json (nothing is re-run)")
+    r.add_argument("run", help="run directory (or its run.json)")
+    c = sub.add_parser("compare", help="render two runs side by side (e.g. before and after fixes.patch)")
+    c.add_argument("run_a", help="run directory (or its run.json): the reference")
+    c.add_argument("run_b", help="run directory (or its run.json): compared with the reference")
+    c.add_argument("--out", required=True, help="HTML file to write")
+    c.add_argument("--names", help="labels of the two runs, comma-separated (default: the directory names)")
     sub.add_parser("rules", help="list the rule catalogue")
     rc = sub.add_parser("rule", help="print one rule's documentation")
     rc.add_argument("code")
@@ -96,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         ns = _parser().parse_args(["analyze", *own, script_argv[0]])
         return cmd_analyze(ns, script_argv[0], script_argv[1:])
     ns = _parser().parse_args(argv)
-    return {"inspect": cmd_inspect, "report": cmd_report, "rules": cmd_rules, "rule": cmd_rule}[ns.command](ns)
+    return {"inspect": cmd_inspect, "report": cmd_report, "compare": cmd_compare, "rules": cmd_rules,
+            "rule": cmd_rule}[ns.command](ns)
 
 
 _last_stage: list[str] = []
@@ -246,6 +252,35 @@ def cmd_report(ns: argparse.Namespace) -> int:
         return _fail(str(exc))
     _render(path.parent, doc)
     err.print(f"[cyan]advisor ▸[/] wrote {path.parent / 'index.html'}", markup=True, highlight=False)
+    return 0
+
+
+def cmd_compare(ns: argparse.Namespace) -> int:
+    from advisor.report.html import write_compare
+
+    docs, dirs = [], []
+    for run in (ns.run_a, ns.run_b):
+        try:
+            path = rundir.find_run_json(run)
+            docs.append(rundir.read_json(path))
+        except (OSError, ValueError) as exc:
+            return _fail(str(exc))
+        dirs.append(path.parent)
+    if ns.names:
+        names = [n.strip() for n in ns.names.split(",")]
+        if len(names) != 2 or not all(names):
+            return _fail("--names takes two labels: --names before,after", 2)
+    else:
+        names = [d.resolve().name for d in dirs]
+        if names[0] == names[1]:
+            names = ["A", "B"]
+    out = Path(ns.out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_compare(docs[0], docs[1], dirs[0], dirs[1], out, names=(names[0], names[1]))
+    except OSError as exc:
+        return _fail(str(exc))
+    err.print(f"[cyan]advisor ▸[/] wrote {out}", markup=True, highlight=False)
     return 0
 
 

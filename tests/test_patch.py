@@ -379,3 +379,25 @@ def test_channels_last_input_not_a_name_and_fp16_amp_warn(tmp_path):
     assert 'torch.autocast(device_type="cuda", dtype=torch.float16)' in diff
     apply(script, diff)
     ast.parse(script.read_text())
+
+
+def test_model_fixes_follow_the_model_binding_from_a_real_run_config():
+    """The runner records `parameters` at the model's first call (`outputs = model(inputs)`,
+    here from a real H200 run); the edits must land after `model = ...`, not on `outputs`."""
+    import json as _json
+
+    repo = Path(__file__).resolve().parent.parent
+    config = _json.loads((repo / "reports/examples/h200-cifar_resnet/run.json").read_text())["config"]
+    old = os.getcwd()
+    os.chdir(repo)  # the run's `where` paths are relative to where it ran (the repo root)
+    try:
+        diff, notes = make_patch(str(repo / "examples/cifar_resnet.py"),
+                                 [{"intervention": "channels-last", "params": {}},
+                                  {"intervention": "torch-compile", "params": {}}],
+                                 config, root=str(repo / "examples"))
+    finally:
+        os.chdir(old)
+    assert all(n["applied"] for n in notes), notes
+    added = [line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert added == ["model = model.to(memory_format=torch.channels_last)", "model = torch.compile(model)",
+                     "inputs = inputs.contiguous(memory_format=torch.channels_last)"]

@@ -23,9 +23,25 @@ def _assign_target(stmt) -> str | None:
     return None
 
 
+def _model_binding(f: SourceFile, line: int):
+    """(statement, name) binding the model called on `line` (``out = model(x)`` → the last
+    ``model = ...`` before it), or None. The runner observes parameters at the model's first
+    call, so the site is usually the call, not where the model was made."""
+    calls = f.calls_at(line, lambda c: dotted_name(c.func) is not None and bool(positional_args(c)))
+    for call in calls:  # innermost first: criterion(model(x), y) -> model(x)
+        name = dotted_name(call.func)
+        binds = [(s, st) for st, s, _e in f.stmts if s < line and _assign_target(st) == name]
+        if binds:
+            return max(binds, key=lambda t: t[0])[1], name
+    return None
+
+
 def _model_stmt(ctx: PatchContext, fix: dict, what: str) -> tuple[SourceFile, object, str]:
     """(file, statement, model name) where the model is created or moved to its device."""
     f, line = ctx.site("parameters", fix)
+    found = _model_binding(f, line)
+    if found is not None:
+        return f, found[0], found[1]
     stmt = f.stmt_at(line)
     target = _assign_target(stmt) if stmt is not None else None
     if target is None:

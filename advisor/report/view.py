@@ -1,0 +1,256 @@
+"""What the HTML report shows, computed from a run document (run.json) as plain data.
+
+Pure functions; every key of run.json is optional here (older runs, incomplete runs, `inspect`
+results), so a missing value becomes None and the template prints "–". Nothing in this module
+escapes anything: jinja2 autoescapes every string the templates print, and the page script only
+ever uses textContent or draws on a canvas.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from advisor.report.terminal import PHASE_LABELS
+
+PHASE_COLORS = {
+    "data_wait": "#e45756", "h2d": "#f58518", "forward": "#4c78a8", "backward": "#72b7b2",
+    "zero_grad": "#b279a2", "optimizer": "#54a24b", "other": "#9d755d", "gpu_idle": "#c7c7c7",
+}
+STATUS_TEXT = {"baseline": "baseline", "reference": "noise reference", "accepted": "accepted",
+               "rejected": "rejected", "failed": "failed", "skipped": "skipped",
+               "not run": "not run", "measured": "measured apart"}
+MAX_PATCH_CHARS = 200_000
+
+
+def num(v):
+    """A finite float or None (run.json writes NaN as null; strings and bools are not numbers)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    v = float(v)
+    return v if v == v and v not in (float("inf"), float("-inf")) else None
+
+
+def phases_legend() -> list[dict]:
+    return [{"key": k, "label": PHASE_LABELS[k], "color": PHASE_COLORS[k]} for k in PHASE_LABELS]
+
+
+def trial_label(t: dict) -> str:
+    """The fix a trial added, with its parameters: 'dataloader-workers(num_workers=4,...)'."""
+    inter = t.get("interventions") or []
+    return str(inter[-1]) if inter else str(t.get("fix") or t.get("name") or "?")
+
+
+def baseline_row(doc: dict) -> dict:
+    meas = doc.get("measurement") or {}
+    analysis = doc.get("analysis") or {}
+    mem = (doc.get("memory") or {}).get("max_allocated_bytes") or (analysis.get("memory") or {}).get("peak_allocated_bytes")
+    return {"name": "baseline", "label": "baseline (your script as written)", "status": "baseline",
+            "reason": "", "stack": [], "description": "", "apart": False,
+            "batch_size": meas.get("batch_size"), "peak_memory_bytes": num(mem),
+            "step_time_ms": num(meas.get("step_time_ms")), "samples_per_s": num(meas.get("samples_per_s")),
+            "speedup": 1.0 if num(meas.get("samples_per_s")) or num(meas.get("step_time_ms")) else None,
+            "gain": None, "breakdown": _dict(analysis.get("breakdown")),
+            "profiled_step_time_ms": num(analysis.get("step_time_ms")),
+            "kernel_time_by_class": _dict(analysis.get("kernel_time_by_class")),
+            "traces": [str(x) for x in (doc.get("traces") or {}).get("baseline") or []], "origin": None}
+
+
+def _dict(v) -> dict | None:
+    return v if isinstance(v, dict) and v else None
+
+
+def trial_row(t: dict) -> dict:
+    inter = [str(x) for x in t.get("interventions") or [] if x is not None] if isinstance(t.get("interventions"), list) else []
+    return {"name": str(t.get("name") or ""), "label": trial_label(t), "status": str(t.get("status") or "?"),
+            "reason": str(t.get("reason") or ""), "stack": inter[:-1], "description": str(t.get("description") or ""),
+            "apart": bool(t.get("apart")), "batch_size": t.get("batch_size"),
+            "peak_memory_bytes": num(t.get("peak_memory_bytes")), "step_time_ms": num(t.get("step_time_ms")),
+            "samples_per_s": num(t.get("samples_per_s")), "speedup": num(t.get("speedup_vs_baseline")),
+            "gain": num(t.get("gain_vs_previous")), "breakdown": _dict(t.get("breakdown")),
+            "profiled_step_time_ms": num(t.get("profiled_step_time_ms")),
+            "kernel_time_by_class": _dict(t.get("kernel_time_by_class")),
+            "traces": [str(x) for x in t.get("traces") or []] if isinstance(t.get("traces"), list) else [],
+            "origin": t.get("origin"), "fix": t.get("fix")}
+
+
+def ladder(doc: dict) -> list[dict]:
+    """Baseline first, then every trial in the order it ran (cumulative: each trial measured the
+    accepted stack so far plus its own fix; 'apart' trials sit on the final stack)."""
+    return [baseline_row(doc)] + [trial_row(t) for t in doc.get("trials") or [] if isinstance(t, dict)]
+
+
+def best_row(rows: list[dict]) -> dict | None:
+    """The final accepted stack: the last accepted trial (it measured every fix kept before it)."""
+    accepted = [r for r in rows if r["status"] == "accepted" and not r["apart"]]
+    return accepted[-1] if accepted else None
+
+
+def _ratio(a, b):
+    a, b = num(a), num(b)
+    return a / b if a is not None and b else None
+
+
+def headline(doc: dict, rows: list[dict]) -> dict:
+    base, best = rows[0], best_row(rows)
+    summary = doc.get("trial_summary") or {}
+    noise, threshold = num(summary.get("noise")), num(summary.get("threshold"))
+    tried = [r for r in rows[1:] if r["status"] not in ("reference", "skipped", "not run") and not r["apart"]]
+    apart = [r for r in rows[1:] if r["apart"] and r["status"] == "measured"]
+    under_noise = sorted((r for r in tried if r["status"] == "rejected" and "noise threshold" in r["reason"]
+                          and (r["gain"] or 0) > 0), key=lambda r: -(r["gain"] or 0))
+    repeat = next((r for r in rows if r["status"] == "reference"), None)
+    after = best or base
+    speedup = _ratio(after["samples_per_s"], base["samples_per_s"]) or _ratio(base["step_time_ms"], after["step_time_ms"])
+    if best:
+        verdict = (f"{len([r for r in rows if r['status'] == 'accepted' and not r['apart']])} fix(es) kept, "
+                   f"each faster than the noise threshold: {' + '.join(best['stack'] + [best['label']])}")
+    elif tried and threshold is not None and noise is not None:
+        verdict = (f"No fix was proven: run-to-run noise was {noise:.1%}, so advisor accepts only gains above "
+                   f"{threshold:.1%}; {len(tried)} trial(s) ran and none cleared it.")
+    elif doc.get("trials"):
+        verdict = "No fix was kept."
+    else:
+        verdict = "Diagnosis only: no trials ran (the findings below list the fixes to try)."
+    return {"base": base, "best": best, "after": after, "speedup": speedup, "verdict": verdict,
+            "noise": noise, "threshold": threshold, "repeat": repeat, "promising": under_noise[:3], "apart": apart,
+            "accepted": [r for r in rows if r["status"] == "accepted" and not r["apart"]],
+            "mem_ratio": _ratio(after["peak_memory_bytes"], base["peak_memory_bytes"])}
+
+
+# --- fixes.patch ---------------------------------------------------------------------------
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
+_LINE_REF = re.compile(r"([\w./-]+):(\d+)")
+
+
+def split_hunks(diff: str) -> list[dict]:
+    """A unified diff as hunks: {"file", "start", "end" (old lines), "text" (with its file header)}."""
+    hunks, header, cur, fname = [], "", None, ""
+    for line in diff.splitlines(keepends=True):
+        if line.startswith("--- "):
+            header, cur = line, None
+            continue
+        if line.startswith("+++ "):
+            header += line
+            fname = line[4:].strip().removeprefix("b/")
+            continue
+        m = _HUNK.match(line)
+        if m:
+            start, count = int(m.group(1)), int(m.group(2) or 1)
+            cur = {"file": fname, "start": start, "end": start + max(count, 1) - 1, "text": header + line}
+            hunks.append(cur)
+        elif cur is not None:
+            cur["text"] += line
+    return hunks
+
+
+def hunks_for_note(hunks: list[dict], note: dict) -> str:
+    """The hunks of the patch that edit the lines a fix's note names (where + edits)."""
+    refs = []
+    for text in [str(note.get("where") or "")] + [str(e) for e in note.get("edits") or []]:
+        refs += [(Path(f).name, int(n)) for f, n in _LINE_REF.findall(text)]
+    picked = [h for h in hunks if any(Path(h["file"]).name == f and h["start"] <= n <= h["end"] for f, n in refs)]
+    return "".join(h["text"] for h in picked)
+
+
+def patch_view(doc: dict, run_dir: Path | None) -> dict | None:
+    p = doc.get("patch")
+    if not isinstance(p, dict):
+        return None
+    text, missing = "", False
+    if p.get("file") and run_dir is not None:
+        try:
+            text = (run_dir / str(p["file"])).read_text(encoding="utf-8", errors="replace")[:MAX_PATCH_CHARS]
+        except OSError:
+            missing = True
+    return {"file": p.get("file"), "text": text, "missing": missing,
+            "notes": [n for n in p.get("notes") or [] if isinstance(n, dict)], "hunks": split_hunks(text)}
+
+
+def findings_view(doc: dict, rows: list[dict], patch: dict | None) -> list[dict]:
+    """Findings in rank order, each with the trials that tested its fix and, for an accepted
+    one, the part of fixes.patch that makes the change."""
+    out = []
+    for f in doc.get("findings") or []:
+        if not isinstance(f, dict):
+            continue
+        fix = f.get("fix") if isinstance(f.get("fix"), dict) else {}
+        inter = fix.get("intervention")
+        trials = [r for r in rows[1:] if (r.get("origin") and r.get("origin") == f.get("code"))
+                  or (inter and r.get("fix") == inter)]
+        diff = ""
+        if patch and any(r["status"] == "accepted" for r in trials):
+            for note in patch["notes"]:
+                if note.get("intervention") == inter and note.get("applied"):
+                    diff = hunks_for_note(patch["hunks"], note) or patch["text"]
+        out.append({"f": f, "fix": fix, "gain": num(f.get("estimated_gain_ms")), "trials": trials, "diff": diff})
+    return out
+
+
+# --- the rest of the page -------------------------------------------------------------------
+
+def cudnn_text(v) -> str | None:
+    """cuDNN's integer version as x.y.z (9.x: major*10000 + minor*100 + patch; 8.x: *1000)."""
+    if not isinstance(v, int) or isinstance(v, bool):
+        return None if v is None else str(v)
+    if v >= 90000:
+        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
+    return f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+
+
+def environment_rows(env: dict) -> list[tuple[str, object]]:
+    known = [("GPU", env.get("gpu_name")), ("GPU count", env.get("gpu_count")),
+             ("GPU memory", gib(env.get("gpu_memory_bytes"))), ("driver", env.get("driver") or env.get("cuda_driver")),
+             ("torch", env.get("torch")), ("CUDA", env.get("cuda") or env.get("cuda_runtime")),
+             ("cuDNN", cudnn_text(env.get("cudnn"))), ("python", env.get("python")),
+             ("CPU cores", env.get("cpu_count")), ("platform", env.get("platform"))]
+    shown = {"gpu_name", "gpu_count", "gpu_memory_bytes", "driver", "cuda_driver", "torch", "cuda",
+             "cuda_runtime", "cudnn", "python", "cpu_count", "platform"}
+    extra = [(k, v) for k, v in sorted(env.items()) if k not in shown]
+    return [(k, "–" if v is None else v) for k, v in known + extra]
+
+
+def gib(n) -> str | None:
+    n = num(n)
+    if n is None:
+        return None
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 / 10 else f"{n / 2**20:.0f} MiB"
+
+
+def memory_view(doc: dict, best: dict | None) -> dict:
+    mem = doc.get("memory") or {}
+    amem = (doc.get("analysis") or {}).get("memory") or {}
+    peak = num(mem.get("max_allocated_bytes")) or num(amem.get("peak_allocated_bytes"))
+    cap = num(mem.get("capacity_bytes")) or num(amem.get("capacity_bytes"))
+    return {"peak": peak, "reserved": num(mem.get("max_reserved_bytes")) or num(amem.get("peak_reserved_bytes")),
+            "capacity": cap, "used_pct": (peak / cap * 100.0) if peak and cap else None,
+            "best_peak": best["peak_memory_bytes"] if best else None,
+            "source": amem.get("peak_source") or amem.get("source")}
+
+
+def kernel_rows(analysis: dict) -> list[dict]:
+    frac = analysis.get("kernel_time_by_class") or {}
+    ms = analysis.get("kernel_time_ms_by_class") or {}
+    rows = [{"cls": k, "share": num(v) or 0.0, "ms": num(ms.get(k))} for k, v in frac.items()]
+    return sorted((r for r in rows if r["share"] > 0), key=lambda r: -r["share"])
+
+
+def display_path(p: Path) -> str:
+    """A path as the user would type it: relative to the current directory when below it."""
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p.resolve())
+
+
+def traces_view(rows: list[dict], run_dir: Path | None) -> dict:
+    items = []
+    for r in rows:
+        for t in r["traces"]:
+            # Linked only when it is a plain relative path to a file of this run (no scheme, no ..).
+            plain = ":" not in str(t) and not str(t).startswith(("/", "\\")) and ".." not in Path(str(t)).parts
+            exists = plain and run_dir is not None and (run_dir / t).is_file()
+            items.append({"run": r["name"], "label": r["label"], "path": str(t), "exists": exists})
+    tb = display_path(run_dir / "tb") if run_dir is not None else "RUN/tb"
+    return {"items": items, "tb_dir": tb, "tb_command": f"tensorboard --logdir {tb}"}

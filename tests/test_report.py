@@ -1,0 +1,343 @@
+"""The HTML report: rendered from real GPU runs (reports/examples/), opened in real headless
+Chromium (tests/chromium.py): no console message, no network request, the charts drawn without an
+error, the headline numbers in the DOM, a screenshot in tests/_artifacts/. Also: untrusted names
+stay text, old/partial run.json render, `advisor report` and `advisor compare`, traces are Chrome
+trace JSON (what Perfetto opens), and the pure parts (timeline, safe JSON, patch hunks).
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from advisor import rundir
+from advisor.report import html as report_html
+from advisor.report import timeline, view
+
+import chromium
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "reports" / "examples"
+SESSION2 = EXAMPLES / "h200-cifar_resnet-trials-session2"
+SLOW, TUNED = EXAMPLES / "h200-cifar_resnet", EXAMPLES / "h200-cifar_resnet_tuned"
+ARTIFACTS = REPO / "tests" / "_artifacts"
+FIXTURE_TRACE = REPO / "tests" / "fixtures" / "traces" / "amp_bf16_channels_last.pt.trace.json.gz"
+EVIL = "</script><script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned2'\">"
+
+needs_chromium = pytest.mark.skipif(chromium.chromium() is None, reason="no chromium (apt-get install chromium)")
+
+DATALOADER_DIFF = """\
+--- a/cifar_resnet.py
++++ b/cifar_resnet.py
+@@ -115,7 +115,8 @@
+     images, labels = make_synthetic_cifar(args.num_samples, args.image_size, args.seed)
+     dataset = SyntheticCIFAR(images, labels)
+     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
+-                                         num_workers=0, pin_memory=False, drop_last=True)
++                                         num_workers=4, pin_memory=True, drop_last=True,
++                                         persistent_workers=True, prefetch_factor=4)
+ 
+     model = build_model().to(device)
+     criterion = nn.CrossEntropyLoss()
+@@ -136,8 +137,8 @@
+     for epoch in range(epochs):
+         running_loss = 0.0
+         for i, (inputs, targets) in enumerate(loader):
+-            inputs = inputs.to(device)
+-            targets = targets.to(device)
++            inputs = inputs.to(device, non_blocking=True)
++            targets = targets.to(device, non_blocking=True)
+             optimizer.zero_grad(set_to_none=False)
+             outputs = model(inputs)
+             loss = criterion(outputs, targets)
+"""
+
+
+def copy_run(src: Path, dst: Path) -> Path:
+    dst.mkdir(parents=True)
+    shutil.copy(src / "run.json", dst / "run.json")
+    shutil.copytree(src / "tb", dst / "tb")
+    return dst
+
+
+def advisor(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "advisor", *map(str, args)], cwd=cwd or REPO,
+                          capture_output=True, text=True, timeout=300)
+
+
+def assert_clean(page: chromium.Page):
+    assert page.body_attrs.get("data-ready") == "1", page.stderr[-2000:]
+    assert page.body_attrs.get("data-errors") == "", page.body_attrs.get("data-errors")
+    assert page.console == [], page.console
+    assert page.requests == [], page.requests
+
+
+def assert_offline_source(text: str):
+    """Nothing in the markup can make a request: no remote src/href/url(), one CSP, 3 scripts."""
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", text, re.I)
+    assert not re.search(r"url\(\s*['\"]?\s*(https?:)?//", text, re.I)
+    assert not re.search(r"<link\b", text, re.I)
+    assert text.count("<script") == 3  # chart data (JSON), Chart.js, the page script
+    assert "default-src 'none'" in text and "'unsafe-inline'" not in text.split("script-src", 1)[1].split('"')[0]
+    assert text.count("Chart.js v4.6.1") == 1 and "Released under the MIT License" in text
+
+
+@pytest.fixture(scope="module")
+def session2(tmp_path_factory):
+    run = copy_run(SESSION2, tmp_path_factory.mktemp("s2") / "h200-cifar_resnet-trials-session2")
+    r = advisor("report", run)
+    assert r.returncode == 0, r.stderr
+    return run
+
+
+@pytest.fixture(scope="module")
+def accepted_run(tmp_path_factory):
+    """session2 as if 02-dataloader-workers-4 had cleared a 20% threshold (and fixes.patch was
+    written); its trace is the tuned example's, so the 'after' timeline has a real trace."""
+    run = copy_run(SESSION2, tmp_path_factory.mktemp("acc") / "accepted")
+    doc = rundir.read_json(run / "run.json")
+    doc["trial_summary"].update(noise=0.1, threshold=0.2)
+    for t in doc["trials"]:
+        if t["name"] == "02-dataloader-workers-4":
+            t["status"], t["reason"] = "accepted", "+57.2% vs the previous stack (threshold 20.0%)"
+            (run / t["traces"][0]).parent.mkdir(parents=True)
+            shutil.copy(next((TUNED / "tb" / "baseline").iterdir()), run / t["traces"][0])
+    doc["patch"] = {"file": "fixes.patch", "notes": [
+        {"intervention": "dataloader-workers", "applied": True, "where": "cifar_resnet.py:117",
+         "edits": ["num_workers=4", "non_blocking=True at cifar_resnet.py:139"]}]}
+    (run / "fixes.patch").write_text(DATALOADER_DIFF)
+    rundir.write_json(run / "run.json", doc)
+    assert advisor("report", run).returncode == 0
+    return run
+
+
+# --- in the browser --------------------------------------------------------------------------
+
+@needs_chromium
+def test_real_gpu_run_in_chromium(session2):
+    text = (session2 / "index.html").read_text()
+    assert len(text.encode()) < 400_000
+    assert_offline_source(text)
+    page = chromium.open_page(session2 / "index.html", screenshot=ARTIFACTS / "report-session2.png")
+    assert_clean(page)
+    dom = page.dom
+    for needle in ("12,420", "20.61 ms", "0.34 GiB", "1.00×", "35.6%", "71.2%", "No fix was proven",
+                   "NVIDIA H200", "580.159.04", "9.19.0", "tensorboard --logdir", "ProfilerStep#2"):
+        assert needle in dom, needle
+    doc = rundir.read_json(session2 / "run.json")
+    for t in doc["trials"]:  # every trial with its verdict and reason
+        assert t["name"] in dom and t["reason"].replace("<", "&lt;") in dom
+    for f in doc["findings"]:
+        assert f'id="finding-{f["code"]}"' in dom
+    canvases = re.findall(r'<canvas id="([\w-]+)"[^>]*(?:height|style)=', dom)
+    assert {"chart-gains", "chart-breakdown", "chart-timeline-0", "chart-kernels"} <= set(canvases), canvases
+    png = (ARTIFACTS / "report-session2.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+
+
+@needs_chromium
+def test_before_after_run_in_chromium(accepted_run):
+    page = chromium.open_page(accepted_run / "index.html", screenshot=ARTIFACTS / "report-accepted.png")
+    assert_clean(page)
+    for needle in ("1.57×", "12,420", "19,527", "20.61 ms", "13.11 ms", "after: dataloader-workers",
+                   "fixes.patch", "num_workers=4, pin_memory=True", 'id="chart-timeline-1"'):
+        assert needle in page.dom, needle
+    finding = page.dom.split('id="finding-ADV103"', 1)[1].split('class="finding"', 1)[0]
+    assert "the change (from fixes.patch)" in finding and "non_blocking=True" in finding
+
+
+@needs_chromium
+def test_compare_in_chromium(tmp_path):
+    out = tmp_path / "compare.html"
+    r = advisor("compare", SLOW, TUNED, "--out", out)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert_offline_source(text)
+    page = chromium.open_page(out, screenshot=ARTIFACTS / "compare.png")
+    assert_clean(page)
+    for needle in ("1.73×", "16,590", "28,725", "15.43 ms", "8.91 ms", "resolved", "remaining",
+                   "tensorboard --logdir_spec", 'id="chart-timeline-1"', "num_workers"):
+        assert needle in page.dom, needle
+
+
+def hostile_run(tmp: Path) -> Path:
+    """A run whose trace, script path, notes and config hold markup and script."""
+    from advisor import pipeline
+    from advisor.metrics import analyze
+    from advisor.trace import load_trace
+
+    run = tmp / "hostile"
+    (run / "tb" / "baseline").mkdir(parents=True)
+    raw = json.loads(gzip.open(FIXTURE_TRACE).read())
+    for ev in raw["traceEvents"]:
+        if ev.get("cat") == "kernel":
+            ev["name"] = EVIL + ev["name"]
+    trace = run / "tb" / "baseline" / "host_1.1.pt.trace.json.gz"
+    trace.write_bytes(gzip.compress(json.dumps(raw).encode()))
+    model = load_trace(trace)
+    analysis = analyze(model)
+    config = {"optimizer": {"value": {"class": EVIL}, "where": EVIL + ".py:1"}}
+    env = {"gpu_name": EVIL, "torch": "2.x"}
+    findings, skipped = pipeline.run_findings(model, analysis, config, env, [])
+    spec = {"script": f"/x/{EVIL}.py", "argv": [f"{EVIL}.py", EVIL], "cwd": "/x", "run_dir": str(run),
+            "run_name": "baseline", "warmup_steps": 1, "profile_steps": 3, "measure_steps": 5,
+            "record_memory": False, "with_stack": False}
+    child = {"status": "complete", "trace_files": [str(trace.relative_to(run))], "config": config,
+             "environment": env, "notes": [EVIL], "step_times_ms": [10.0, 11.0, 12.0], "batch_size": 8}
+    doc = pipeline.build_run_document(spec, child, analysis, findings, skipped, [])
+    doc["trials"] = [{"name": "01-" + EVIL, "fix": EVIL, "status": "rejected", "reason": EVIL,
+                      "interventions": [EVIL], "traces": [EVIL], "breakdown": analysis["breakdown"]}]
+    rundir.write_json(run / "run.json", doc)
+    report_html.write_html(doc, run / "index.html")
+    return run
+
+
+@needs_chromium
+def test_untrusted_names_stay_text(tmp_path):
+    run = hostile_run(tmp_path)
+    text = (run / "index.html").read_text()
+    assert_offline_source(text)  # still exactly 3 scripts: nothing broke out of the JSON block
+    assert "<img" not in text and "</script><script>document" not in text
+    page = chromium.open_page(run / "index.html")
+    assert_clean(page)
+    assert "<img" not in page.dom  # no element was injected, and no script changed the title
+    assert page.dom.split("<title>", 1)[1].startswith("advisor report — &lt;/script&gt;")
+    shown = "&lt;/script&gt;&lt;script&gt;document.title='pwned'&lt;/script&gt;&lt;img"
+    assert shown in page.dom  # kernel names etc. are there, as text
+    top = page.dom.split('id="top-kernels"', 1)[1].split("</table>", 1)[0]
+    assert shown in top
+
+
+@needs_chromium
+def test_csp_blocks_any_other_script(session2, tmp_path):
+    """Defence in depth: the policy allows only the two inlined scripts (by hash), so markup that
+    slipped past escaping still could not run a script."""
+    text = (session2 / "index.html").read_text()
+    p = tmp_path / "injected.html"
+    p.write_text(text.replace("<h1>", "<script>document.title='ran'</script><h1>", 1))
+    page = chromium.open_page(p)
+    assert page.body_attrs.get("data-ready") == "1"  # the report's own scripts still ran
+    assert any("Content Security Policy" in c for c in page.console), page.console
+    assert "<title>ran</title>" not in page.dom
+
+
+@needs_chromium
+def test_harness_sees_errors_and_requests(tmp_path):
+    """The checks above would catch a broken or leaky page (no CSP here, on purpose)."""
+    p = tmp_path / "leaky.html"
+    p.write_text('<html><body><img src="http://example.invalid/x.png"><script>console.error("boom");'
+                 'fetch("https://example.invalid/a").catch(function(){}); nosuchfn();</script></body></html>')
+    page = chromium.open_page(p)
+    assert any("boom" in c for c in page.console) and any("Uncaught" in c for c in page.console)
+    assert {"http://example.invalid/x.png", "https://example.invalid/a"} <= set(page.requests)
+
+
+# --- without a browser -------------------------------------------------------------------------
+
+def test_old_and_partial_run_documents_render(tmp_path):
+    doc = rundir.read_json(SESSION2 / "run.json")
+    partial = [{}, {"status": "incomplete", "incomplete_reasons": ["killed"]},
+               {k: v for k, v in doc.items() if k not in ("analysis", "trials", "trial_summary", "memory")},
+               {**doc, "analysis": None, "findings": None, "trials": [{"name": "x"}, "junk"],
+                "measurement": {"step_time_ms": float("nan")}, "environment": {"cudnn": "n/a"}}]
+    for d in partial:
+        text = report_html.render_html(d, tmp_path)
+        assert "advisor report" in text and "&lt;" not in text[:200]
+        assert "advisor report" in report_html.render_compare(d, doc, tmp_path, SESSION2)
+    old = tmp_path / "old"
+    old.mkdir()
+    rundir.write_json(old / "run.json", {k: v for k, v in doc.items() if k in ("command", "measurement", "status")})
+    r = advisor("report", old)
+    assert r.returncode == 0, r.stderr
+    assert "20.61 ms" in (old / "index.html").read_text()
+
+
+def test_compare_cli_errors(tmp_path):
+    r = advisor("compare", SLOW, tmp_path / "nope", "--out", tmp_path / "c.html")
+    assert r.returncode == 1 and "no run.json" in r.stderr
+    assert advisor("compare", SLOW, TUNED).returncode == 2  # --out is required
+
+
+def test_safe_json_cannot_close_the_script_block():
+    data = {"k": EVIL, "u": "a\u2028b&c", "n": float("nan"), "a": np.float32(1.5)}
+    text = report_html.safe_json(data)
+    assert not set("<>&") & set(text) and "\u2028" not in text
+    back = json.loads(text)
+    assert back["k"] == EVIL and back["u"] == "a\u2028b&c" and back["n"] is None and back["a"] == 1.5
+
+
+def test_timeline_of_the_median_step():
+    from advisor.trace import load_trace
+    model = load_trace(SESSION2)
+    tl = timeline.step_timeline(model)
+    durs = sorted(d for _, d, _ in model.steps)
+    assert tl["step_ms"] == pytest.approx(durs[len(durs) // 2] / 1000, abs=1e-3)
+    kinds = [lane["kind"] for lane in tl["lanes"]]
+    assert kinds[0] == "cpu" and "gpu" in kinds and kinds[-1] == "idle"
+    cpu = tl["lanes"][0]["segs"]
+    assert {tl["phases"][s[2]] for s in cpu} >= {"data_wait", "forward", "backward", "optimizer"}
+    for lane in tl["lanes"]:
+        segs = lane["segs"]
+        assert all(0 <= s[0] <= s[1] <= tl["step_ms"] + 1e-6 for s in segs)
+        assert all(a[0] <= b[0] for a, b in zip(segs, segs[1:]))
+    assert tl["gpu_busy_ms"] + tl["gpu_idle_ms"] == pytest.approx(tl["step_ms"], abs=1e-3)
+    assert tl["gaps"][0][1] - tl["gaps"][0][0] > 10  # the data-loader wait: no GPU work for >10 ms
+    small = timeline.step_timeline(model, max_segs=20)
+    assert all(len(lane["segs"]) <= 20 for lane in small["lanes"])
+    assert len(json.dumps(tl)) < 40_000
+
+
+def test_merge_segments():
+    s, e = np.array([0.0, 1.0, 1.5, 5.0]), np.array([1.0, 1.4, 2.0, 6.0])
+    key, ids = np.array([1, 1, 2, 2]), np.array([7, 8, 9, 10])
+    assert timeline.merge_segments(s, e, key, ids, gap=0.2) == [(0.0, 1.4, 1, 7), (1.5, 2.0, 2, 9), (5.0, 6.0, 2, 10)]
+    assert timeline.merge_segments(s, e, np.zeros(4, int), ids, gap=5)[0] == (0.0, 6.0, 0, 7)
+
+
+def test_patch_hunks_per_fix():
+    hunks = view.split_hunks(DATALOADER_DIFF)
+    assert [(h["file"], h["start"], h["end"]) for h in hunks] == [("cifar_resnet.py", 115, 121), ("cifar_resnet.py", 136, 143)]
+    both = view.hunks_for_note(hunks, {"where": "cifar_resnet.py:117", "edits": ["non_blocking=True at cifar_resnet.py:139"]})
+    assert both.count("@@") == 4 and both.startswith("--- a/cifar_resnet.py")
+    assert view.hunks_for_note(hunks, {"where": "other.py:117"}) == ""
+
+
+def test_headline_and_ladder():
+    doc = rundir.read_json(SESSION2 / "run.json")
+    rows = view.ladder(doc)
+    head = view.headline(doc, rows)
+    assert head["best"] is None and head["speedup"] == pytest.approx(1.0)
+    assert [r["name"] for r in head["promising"]] == ["02-dataloader-workers-4", "06-fused-optimizer",
+                                                      "03-dataloader-workers-8"]
+    doc2 = copy.deepcopy(doc)
+    doc2["trials"][2]["status"] = "accepted"
+    head2 = view.headline(doc2, view.ladder(doc2))
+    assert head2["best"]["name"] == "02-dataloader-workers-4"
+    assert head2["speedup"] == pytest.approx(19527.30 / 12419.53, rel=1e-4)
+    assert view.cudnn_text(91900) == "9.19.0" and view.cudnn_text(8902) == "8.9.2"
+
+
+def test_example_traces_are_chrome_trace_json():
+    """What Perfetto's and chrome://tracing's JSON importers need: an object with a traceEvents
+    list; every event a dict with a phase; complete events with numeric ts/dur and pid/tid;
+    strict JSON (no NaN)."""
+    files = sorted(EXAMPLES.glob("*/tb/*/*.pt.trace.json.gz"))
+    assert len(files) >= 5
+    for f in files[:3]:
+        doc = json.loads(gzip.open(f).read(), parse_constant=lambda c: pytest.fail(f"{f}: {c}"))
+        events = doc["traceEvents"]
+        assert isinstance(events, list) and len(events) > 1000
+        for ev in events:
+            assert isinstance(ev, dict) and isinstance(ev.get("ph"), str), ev
+            if ev["ph"] == "X":
+                assert isinstance(ev["ts"], (int, float)) and isinstance(ev["dur"], (int, float)) and ev["dur"] >= 0
+                assert "pid" in ev and "tid" in ev and isinstance(ev.get("name"), str)
