@@ -7,6 +7,7 @@ Exit codes: 0 done, 1 the run or input was incomplete/bad (what was captured is 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -58,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     i = sub.add_parser("inspect", help="analyze existing traces without running anything")
     i.add_argument("traces", nargs="+", help="trace file (.json/.json.gz), run directory or TensorBoard log dir")
     i.add_argument("--rules", action="append", default=[], metavar="DIR")
+    i.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a rule threshold (see advisor/thresholds.py)")
     i.add_argument("--json", action="store_true")
     r = sub.add_parser("report", help="re-render a run's index.html from its run.json (nothing is re-run)")
     r.add_argument("run", help="run directory (or its run.json)")
@@ -91,6 +94,21 @@ def split_analyze_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def _apply_thresholds(overrides: list[str]) -> str | None:
+    """--threshold NAME=VALUE: checked now, then passed to every rule run (trials' too)."""
+    if not overrides:
+        return None
+    from advisor.thresholds import Thresholds
+
+    try:
+        Thresholds.from_overrides(overrides)
+    except ValueError as exc:
+        return str(exc)
+    prior = os.environ.get("ADVISOR_THRESHOLDS")
+    os.environ["ADVISOR_THRESHOLDS"] = ",".join(([prior] if prior else []) + overrides)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "analyze":
@@ -99,8 +117,12 @@ def main(argv: list[str] | None = None) -> int:
             _parser().parse_args(["analyze", *own])  # prints usage / help and exits
             return _fail("analyze needs a script: advisor analyze [options] SCRIPT [args...]", 2)
         ns = _parser().parse_args(["analyze", *own, script_argv[0]])
-        return cmd_analyze(ns, script_argv[0], script_argv[1:])
+        bad = _apply_thresholds(ns.threshold)
+        return _fail(bad, 2) if bad else cmd_analyze(ns, script_argv[0], script_argv[1:])
     ns = _parser().parse_args(argv)
+    bad = _apply_thresholds(getattr(ns, "threshold", []))
+    if bad:
+        return _fail(bad, 2)
     return {"inspect": cmd_inspect, "report": cmd_report, "compare": cmd_compare, "rules": cmd_rules,
             "rule": cmd_rule}[ns.command](ns)
 

@@ -131,3 +131,12 @@ def test_rules_and_rule_doc():
     for section in ("What it does", "Why is this bad", "Example", "Fix", "Fix safety"):
         assert section in r.stdout
     assert advisor("rule", "ADV999").returncode == 2
+
+
+def test_threshold_option():
+    fx = TRACES / "slow_loader.pt.trace.json.gz"
+    codes = lambda r: [f["code"] for f in json.loads(r.stdout)["findings"]]  # noqa: E731
+    assert "ADV103" in codes(advisor("inspect", "--json", fx))
+    assert "ADV103" not in codes(advisor("inspect", "--json", "--threshold", "data_wait_frac=0.99", fx))
+    r = advisor("inspect", "--threshold", "bogus=1", fx)
+    assert r.returncode == 2 and "unknown threshold" in r.stderr

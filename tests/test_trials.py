@@ -106,3 +106,13 @@ def test_noise_threshold():
     assert measure.acceptance_threshold(noise) == pytest.approx(0.2)
     assert measure.acceptance_threshold(0.001) == 0.03
     assert measure.throughput_gain({"step_times_ms": [5.0], "batch_size": 8}, a) == pytest.approx(1.0)
+
+
+def test_tensorboard_lists_every_trial_of_a_run(slow_run, query_tb_profiler):
+    _, tmp = slow_run
+    doc = json.loads((tmp / "run" / "run.json").read_text())
+    names = ["baseline"] + [t["name"] for t in doc["trials"] if t.get("traces")]
+    assert len(names) >= 3
+    info = query_tb_profiler(tmp / "run" / "tb", runs=names)
+    assert set(names) <= set(info["runs"])
+    assert info["overview"]["baseline"]
