@@ -155,11 +155,21 @@ def run_trials(ctx: TrialContext) -> dict:
         stack: list[Candidate] = []
         ref, ref_config = base, base.get("config") or {}
         tried: set[str] = set()
-        group_best: dict[str, float] = {}
+        # Values of one setting (worker counts) compete: the best accepted one is kept once
+        # the last of them has run. group -> (candidate, child, analysis, model, record)
+        pending: dict[str, tuple] = {}
         n = 0
+
+        def commit(cand, child, analysis, model):
+            nonlocal ref, ref_config, queue
+            stack.append(cand)
+            result["stack"] = [c.as_spec() for c in stack]
+            ref, ref_config = child, child.get("config") or ref_config
+            queue = _requeue(queue, child, analysis, model, ctx, tried)
+
         while queue:
             cand = queue.pop(0)
-            if cand.key in tried or cand.name in {c.name for c in stack} and cand.group is None:
+            if cand.key in tried or (cand.group is None and cand.name in {c.name for c in stack}):
                 continue
             tried.add(cand.key)
             if cand.name in APART:
@@ -174,54 +184,37 @@ def run_trials(ctx: TrialContext) -> dict:
             if why:
                 trials.append({"name": cand.key, "fix": cand.name, "params": cand.params, "status": "skipped",
                                "reason": why, "origin": cand.origin, "interventions": []})
-                continue
-            n += 1
-            values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
-            name = f"{n:02d}-{cand.name}" + (f"-{'-'.join(values)}" if cand.group and values else "")
-            say(f"trial {name}: {mod.describe(cand.params)}")
-            child, analysis, model = _run(ctx, name, [*stack, cand])
-            rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
-                   "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,
-                   "interventions": [c.key for c in [*stack, cand]], **_describe(child, analysis, base)}
-            verdict = _verdict(child, ref, base, threshold, mod.CHANGES_NUMERICS)
-            rec["gain_vs_previous"] = measure.throughput_gain(child, ref)
-            rec["status"], rec["reason"] = verdict
-            if rec["status"] == "accepted" and cand.group:
-                # Within a group (worker counts) only the best value stays on the stack.
-                prev = group_best.get(cand.group)
-                if prev is not None and rec["gain_vs_previous"] <= prev:
-                    rec["status"], rec["reason"] = "rejected", "another value of this setting was faster"
-                else:
-                    group_best[cand.group] = rec["gain_vs_previous"]
-                    stack = [c for c in stack if c.group != cand.group]
-            trials.append(rec)
-            if rec["status"] == "accepted":
-                if not (cand.group and any(c.group == cand.group for c in queue)):
-                    stack.append(cand)
-                    ref, ref_config = child, child.get("config") or ref_config
-                    group_best.pop(cand.group, None)
-                    queue = _requeue(queue, child, analysis, model, ctx, tried)
-                else:
-                    _keep_pending_group_winner(result, cand)
-            elif cand.group and not any(c.group == cand.group for c in queue):
-                winner = result.pop("_pending_" + cand.group, None)
-                if winner is not None:
-                    stack.append(winner)
-        for group in [k for k in result if k.startswith("_pending_")]:
-            stack.append(result.pop(group))
-        result["stack"] = [c.as_spec() for c in stack]
+            else:
+                n += 1
+                values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
+                name = f"{n:02d}-{cand.name}" + (f"-{'-'.join(values)}" if cand.group and values else "")
+                say(f"trial {name}: {mod.describe(cand.params)}")
+                child, analysis, model = _run(ctx, name, [*stack, cand])
+                rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
+                       "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,
+                       "interventions": [c.key for c in [*stack, cand]], **_describe(child, analysis, base)}
+                rec["status"], rec["reason"] = _verdict(child, ref, base, threshold, mod.CHANGES_NUMERICS)
+                rec["gain_vs_previous"] = measure.throughput_gain(child, ref)
+                trials.append(rec)
+                if rec["status"] == "accepted":
+                    if cand.group is None:
+                        commit(cand, child, analysis, model)
+                    else:
+                        best = pending.get(cand.group)
+                        if best is None or rec["gain_vs_previous"] > best[4]["gain_vs_previous"]:
+                            if best is not None:
+                                best[4]["status"], best[4]["reason"] = "superseded", f"{name} was faster"
+                            pending[cand.group] = (cand, child, analysis, model, rec)
+                        else:
+                            rec["status"], rec["reason"] = "superseded", f"{best[4]['name']} was faster"
+            if cand.group and cand.group in pending and not any(c.group == cand.group for c in queue):
+                winner = pending.pop(cand.group)
+                commit(*winner[:4])
         result["apart"] = [_run_apart(ctx, c, stack, base, threshold, trials) for c in result["apart"]
                            if time.monotonic() - ctx.started <= ctx.budget_s]
     except KeyboardInterrupt:
-        result["interrupted"] = True
-        result["stack"] = result.get("stack") or []
-    for key in [k for k in result if k.startswith("_pending_")]:
-        result.pop(key)
+        result["interrupted"] = True  # result["stack"] holds what was committed so far
     return result
-
-
-def _keep_pending_group_winner(result: dict, cand: Candidate) -> None:
-    result["_pending_" + cand.group] = cand
 
 
 def _requeue(queue, child, analysis, model, ctx, tried) -> list[Candidate]:
