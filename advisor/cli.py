@@ -149,6 +149,12 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     problem = validate_script(script)
     if problem:
         return _fail(problem)
+    if ns.fix:
+        from advisor import interventions
+
+        unknown = sorted(set(ns.fix.split(",")) - set(interventions.MODULES))
+        if unknown:
+            return _fail(f"--fix: no fix named {', '.join(unknown)}; known: {', '.join(sorted(interventions.MODULES))}", 2)
     opts = pipeline.AnalyzeOptions(
         warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, timeout=ns.timeout,
         step_timeout=ns.step_timeout, out=ns.out, record_memory=ns.memory,

@@ -140,3 +140,9 @@ def test_threshold_option():
     assert "ADV103" not in codes(advisor("inspect", "--json", "--threshold", "data_wait_frac=0.99", fx))
     r = advisor("inspect", "--threshold", "bogus=1", fx)
     assert r.returncode == 2 and "unknown threshold" in r.stderr
+
+
+def test_unknown_fix_is_a_usage_error(tmp_path):
+    r = advisor("analyze", "--fix", "amp,warp-drive", TINY, cwd=tmp_path)
+    assert r.returncode == 2 and "no fix named warp-drive" in r.stderr
+    assert not (tmp_path / "reports").exists()
