@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import advisor
-from advisor import rundir
 
 RUN_SCHEMA = 1
 

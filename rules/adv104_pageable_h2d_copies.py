@@ -22,7 +22,7 @@ Fix safety:
     Safe: the same bytes arrive; copies overlap with compute instead of blocking.
 """
 
-from ._common import fix, h2d, mib, ms, steps
+from ._common import fix, h2d, mib, ms
 
 CODE = "ADV104"
 NAME = "pageable-h2d-copies"
