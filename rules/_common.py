@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-TC = "tc_gemm_conv"
 NON_TC = "gemm_conv"
 
 
@@ -24,16 +23,10 @@ def class_ms_per_step(ctx, cls: str, phases: tuple[str, ...] | None = None) -> f
     return float(sum(v.get(cls, 0.0) for p, v in per_phase.items() if phases is None or p in phases))
 
 
-def kernel_ms_per_step(ctx) -> float:
-    return float(ctx.analysis.get("gpu_kernel_ms_per_step") or 0.0)
-
 
 def h2d(ctx) -> dict:
     return (ctx.analysis.get("memcpy") or {}).get("HtoD") or {}
 
-
-def steps(ctx) -> int:
-    return int(ctx.analysis.get("steps_in_trace") or 0) or 1
 
 
 def pct(x: float) -> str:
@@ -47,10 +40,6 @@ def ms(x: float) -> str:
 def mib(n: float) -> str:
     return f"{n / (1 << 20):.1f} MiB"
 
-
-def site(ctx, key: str) -> str:
-    where = ctx.where(key)
-    return f" (set at {where})" if where else ""
 
 
 def fix(intervention: str, *, changes_numerics: bool, code: str, where: str | None = None, **params) -> dict:
