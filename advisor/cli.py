@@ -24,10 +24,17 @@ def _fail(msg: str, code: int = 1) -> int:
     return code
 
 
+def _add_rule_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a rule threshold (see advisor/thresholds.py)")
+    p.add_argument("--rules", action="append", default=[], metavar="DIR", help="extra rule directory")
+
+
 def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="run directory to create (default: reports/<time>-<script>)")
-    p.add_argument("--warmup", type=int, default=5, help="steps run before profiling (default 5)")
-    p.add_argument("--profile-steps", type=int, default=3, help="steps profiled (default 3)")
+    p.add_argument("--warmup", type=int, default=5, help="steps run before anything is timed (default 5)")
+    p.add_argument("--profile-steps", type=int, default=3,
+                   help="steps profiled, after the timed ones (default 3)")
     p.add_argument("--steps", type=int, default=20, help="steps timed without the profiler (default 20)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds before the script is stopped (default 1800)")
     p.add_argument("--step-timeout", type=float, default=300.0,
@@ -41,9 +48,7 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=float, default=15.0, help="minutes for trials (default 15)")
     p.add_argument("--max-trials", type=int, default=16, help="most trials to run (default 16)")
     p.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before a trial is stopped (default 900)")
-    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a rule threshold (see advisor/thresholds.py)")
-    p.add_argument("--rules", action="append", default=[], metavar="DIR", help="extra rule directory")
+    _add_rule_options(p)
     p.add_argument("--json", action="store_true",
                    help="print machine-readable results on stdout (the script's own output goes to stderr)")
 
@@ -58,10 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script untouched")
     i = sub.add_parser("inspect", help="analyze existing traces without running anything")
     i.add_argument("traces", nargs="+", help="trace file (.json/.json.gz), run directory or TensorBoard log dir")
-    i.add_argument("--rules", action="append", default=[], metavar="DIR")
-    i.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
-                   help="override a rule threshold (see advisor/thresholds.py)")
-    i.add_argument("--json", action="store_true")
+    _add_rule_options(i)
+    i.add_argument("--json", action="store_true", help="print machine-readable results on stdout")
     r = sub.add_parser("report", help="re-render a run's index.html from its run.json (nothing is re-run)")
     r.add_argument("run", help="run directory (or its run.json)")
     c = sub.add_parser("compare", help="render two runs side by side (e.g. before and after fixes.patch)")
@@ -149,10 +152,11 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     problem = validate_script(script)
     if problem:
         return _fail(problem)
-    if ns.fix:
+    ns.fix_names = set(ns.fix.split(",")) if ns.fix else None
+    if ns.fix_names:
         from advisor import interventions
 
-        unknown = sorted(set(ns.fix.split(",")) - set(interventions.MODULES))
+        unknown = sorted(ns.fix_names - set(interventions.MODULES))
         if unknown:
             return _fail(f"--fix: no fix named {', '.join(unknown)}; known: {', '.join(sorted(interventions.MODULES))}", 2)
     opts = pipeline.AnalyzeOptions(
@@ -195,7 +199,7 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc) -> None:
         script=script, script_args=script_args, run_dir=run_dir, opts=opts, baseline=child,
         baseline_findings=doc["findings"], environment=doc["environment"], budget_s=ns.budget * 60.0,
         max_trials=ns.max_trials, trial_timeout=ns.trial_timeout,
-        only=set(ns.fix.split(",")) if ns.fix else None, stdout_to_stderr=ns.json,
+        only=ns.fix_names, stdout_to_stderr=ns.json,
         progress=lambda line: err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False))
     result = trials.run_trials(ctx)
     doc["trials"] = result["trials"]
@@ -230,13 +234,14 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
             return _fail(str(exc))
     config = _run_config(ns.traces) if len(ns.traces) == 1 else {}
     ranked = _ranks(models)
+    analyses = [analyze(m) for m in models]  # once each: every rank's rules also see the others'
     results = []
-    for model in models:
-        analysis = analyze(model)
+    for i, (model, analysis) in enumerate(zip(models, analyses)):
         env = pipeline.environment_from_trace(model)
-        # Traces of several ranks of one job: each rank's rules see the others (stragglers).
-        others = [m for m in ranked if m is not model] if model in ranked else []
-        findings, skipped = pipeline.run_findings(model, analysis, config, env, ns.rules, extra_models=others)
+        others = [j for j in range(len(models)) if j != i] if ranked else []
+        findings, skipped = pipeline.run_findings(model, analysis, config, env, ns.rules,
+                                                  extra_models=[models[j] for j in others],
+                                                  extra_analyses=[analyses[j] for j in others])
         results.append({"trace": str(model.meta.get("trace_path")), "environment": env,
                         "analysis": analysis, "findings": findings, "skipped_rules": skipped})
     if ns.json:
@@ -249,13 +254,10 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _ranks(models: list) -> list:
-    """The models that are distinct ranks of one distributed job (else none)."""
-    infos = [(m.meta.get("distributed_info") or {}) for m in models]
-    ranks = [i.get("rank") for i in infos]
-    if len(models) > 1 and None not in ranks and len(set(ranks)) == len(ranks):
-        return models
-    return []
+def _ranks(models: list) -> bool:
+    """Whether the models are distinct ranks of one distributed job."""
+    ranks = [(m.meta.get("distributed_info") or {}).get("rank") for m in models]
+    return len(models) > 1 and None not in ranks and len(set(ranks)) == len(ranks)
 
 
 def _run_config(targets: list[str]) -> dict:

@@ -59,6 +59,7 @@ class RuleContext:
     thresholds: Thresholds
     has_config: bool = False
     extra_models: list = field(default_factory=list)   # other ranks' traces
+    extra_analyses: list = field(default_factory=list)  # their analyses, when already computed
 
     def value(self, key: str, default=None):
         item = self.config.get(key)
@@ -198,11 +199,12 @@ def _normalize(rule: Rule, raw) -> list[dict]:
 
 def run_rules(model, analysis: dict, *, config: dict | None = None, environment: dict | None = None,
               extra_dirs: list[str] | tuple = (), thresholds: Thresholds | None = None,
-              extra_models: list | None = None, rules: list[Rule] | None = None) -> tuple[list[dict], list[dict]]:
+              extra_models: list | None = None, extra_analyses: list | None = None,
+              rules: list[Rule] | None = None) -> tuple[list[dict], list[dict]]:
     """Run every rule; return (findings ranked by estimated gain, skipped rules with reasons)."""
     ctx = RuleContext(model=model, analysis=analysis, config=config or {}, environment=environment or {},
                       thresholds=thresholds or Thresholds.from_overrides(), has_config=bool(config),
-                      extra_models=extra_models or [])
+                      extra_models=extra_models or [], extra_analyses=extra_analyses or [])
     findings: list[dict] = []
     skipped: list[dict] = []
     for rule in rules if rules is not None else load_rules(extra_dirs):

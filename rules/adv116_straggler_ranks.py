@@ -44,7 +44,7 @@ def _comm_ms(analysis: dict) -> float:
 def check(ctx):
     from advisor.metrics import analyze
 
-    analyses = [ctx.analysis] + [analyze(m) for m in ctx.extra_models]
+    analyses = [ctx.analysis] + (ctx.extra_analyses or [analyze(m) for m in ctx.extra_models])
     models = [ctx.model, *ctx.extra_models]
     # Name ranks as the job did (distributedInfo), not by the order the traces were given.
     rank = [((getattr(m, "meta", {}) or {}).get("distributed_info") or {}).get("rank", i)

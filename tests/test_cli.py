@@ -146,3 +146,11 @@ def test_unknown_fix_is_a_usage_error(tmp_path):
     r = advisor("analyze", "--fix", "amp,warp-drive", TINY, cwd=tmp_path)
     assert r.returncode == 2 and "no fix named warp-drive" in r.stderr
     assert not (tmp_path / "reports").exists()
+
+
+def test_inspect_several_ranks_finds_the_straggler():
+    r = advisor("inspect", "--json", *(TRACES / f"ddp_cpu_straggler_rank{i}.pt.trace.json.gz" for i in (0, 1)))
+    assert r.returncode == 0, r.stderr
+    for res in json.loads(r.stdout):
+        adv116 = [f for f in res["findings"] if f["code"] == "ADV116"]
+        assert adv116 and adv116[0]["message"].startswith("Rank 1 is the straggler")
