@@ -8,8 +8,13 @@ import statistics
 MIN_GAIN = 0.03  # the issue's floor: never accept a gain under 3%
 
 
+def step_times(child: dict) -> list[float]:
+    """The timed (unprofiled) step times of a child result, gaps left out."""
+    return [t for t in child.get("step_times_ms") or [] if t is not None and t > 0]
+
+
 def median_step_ms(child: dict) -> float | None:
-    times = [t for t in child.get("step_times_ms") or [] if t is not None and t > 0]
+    times = step_times(child)
     return statistics.median(times) if times else None
 
 
@@ -31,7 +36,7 @@ def run_noise(a: dict, b: dict) -> float:
     between = abs(ma - mb) / min(ma, mb)
     within = 0.0
     for run, med in ((a, ma), (b, mb)):
-        times = [t for t in run.get("step_times_ms") or [] if t]
+        times = step_times(run)
         if len(times) >= 4:
             q = statistics.quantiles(times, n=4)
             within = max(within, (q[2] - q[0]) / med / math.sqrt(len(times)))

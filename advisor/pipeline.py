@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import advisor
+from advisor import measure
 
 RUN_SCHEMA = 1
 
@@ -54,21 +55,19 @@ def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeO
 
 def summarize_measurement(child: dict) -> dict:
     """Throughput from the unprofiled, synchronized steps (no profiler overhead in it)."""
-    times = [t for t in child.get("step_times_ms") or [] if t is not None]
-    batch = child.get("batch_size")
-    out: dict = {"steps_measured": len(times), "batch_size": batch,
+    times = measure.step_times(child)
+    out: dict = {"steps_measured": len(times), "batch_size": child.get("batch_size"),
                  "batch_size_source": child.get("batch_size_source")}
     if not times:
         return out
-    med = statistics.median(times)
-    out["step_time_ms"] = med
+    out["step_time_ms"] = measure.median_step_ms(child)
     if len(times) >= 4:
         q = statistics.quantiles(times, n=4)
         out["step_time_iqr_ms"] = q[2] - q[0]
     out["step_time_min_ms"] = min(times)
     out["step_time_max_ms"] = max(times)
-    if batch and med > 0:
-        out["samples_per_s"] = batch * 1000.0 / med
+    if measure.samples_per_s(child):
+        out["samples_per_s"] = measure.samples_per_s(child)
     waits = [w for w in child.get("data_wait_ms") or [] if w is not None]
     if waits:
         out["data_wait_ms"] = statistics.median(waits)

@@ -122,7 +122,7 @@ def _describe(child: dict, analysis: dict | None, base: dict) -> dict:
         "step_time_ms": measure.median_step_ms(child),
         "samples_per_s": measure.samples_per_s(child),
         "batch_size": child.get("batch_size"),
-        "steps_measured": len([t for t in child.get("step_times_ms") or [] if t]),
+        "steps_measured": len(measure.step_times(child)),
         "elapsed_s": child.get("elapsed_s"),
         "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
         "peak_memory_bytes": mem.get("max_allocated_bytes"),
