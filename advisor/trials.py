@@ -116,6 +116,10 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate]) -> tuple[dict, di
     return child, analysis, model
 
 
+def _plus_one(gain: float | None) -> float | None:
+    return None if gain is None else 1.0 + gain
+
+
 def _describe(child: dict, analysis: dict | None, base: dict) -> dict:
     mem = child.get("memory") or {}
     return {
@@ -126,7 +130,7 @@ def _describe(child: dict, analysis: dict | None, base: dict) -> dict:
         "elapsed_s": child.get("elapsed_s"),
         "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
         "peak_memory_bytes": mem.get("max_allocated_bytes"),
-        "speedup_vs_baseline": (lambda g: None if g is None else 1.0 + g)(measure.throughput_gain(child, base)),
+        "speedup_vs_baseline": _plus_one(measure.throughput_gain(child, base)),
         "losses": child.get("losses") or [],
         "traces": child.get("trace_files") or [],
         "breakdown": (analysis or {}).get("breakdown"),
@@ -144,7 +148,11 @@ def run_trials(ctx: TrialContext) -> dict:
     try:
         say("repeating the baseline to measure run-to-run noise")
         repeat, _, _ = _run(ctx, "00-baseline-repeat", [])
-        noise = measure.run_noise(base, repeat) if repeat.get("status") == "complete" else 0.0
+        repeat_ok = repeat.get("status") == "complete"
+        noise = measure.run_noise(base, repeat) if repeat_ok else 0.0
+        # Trials run seeded (spec seed 0) and so does the repeat; the baseline ran exactly as
+        # python would, unseeded. Losses are compared with the seeded twin when there is one.
+        loss_ref = repeat if repeat_ok else base
         threshold = measure.acceptance_threshold(noise)
         result.update(noise=noise, threshold=threshold)
         trials.append({"name": "00-baseline-repeat", "fix": "baseline (repeat)", "status": "reference",
@@ -193,7 +201,7 @@ def run_trials(ctx: TrialContext) -> dict:
                 rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
                        "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,
                        "interventions": [c.key for c in [*stack, cand]], **_describe(child, analysis, base)}
-                rec["status"], rec["reason"] = _verdict(child, ref, base, threshold, mod.CHANGES_NUMERICS)
+                rec["status"], rec["reason"] = _verdict(child, ref, loss_ref, threshold, mod.CHANGES_NUMERICS)
                 rec["gain_vs_previous"] = measure.throughput_gain(child, ref)
                 trials.append(rec)
                 if rec["status"] == "accepted":
@@ -210,7 +218,7 @@ def run_trials(ctx: TrialContext) -> dict:
             if cand.group and cand.group in pending and not any(c.group == cand.group for c in queue):
                 winner = pending.pop(cand.group)
                 commit(*winner[:4])
-        result["apart"] = [_run_apart(ctx, c, stack, base, threshold, trials) for c in result["apart"]
+        result["apart"] = [_run_apart(ctx, c, stack, base, loss_ref, threshold, trials) for c in result["apart"]
                            if time.monotonic() - ctx.started <= ctx.budget_s]
     except KeyboardInterrupt:
         result["interrupted"] = True  # result["stack"] holds what was committed so far
@@ -229,10 +237,10 @@ def _requeue(queue, child, analysis, model, ctx, tried) -> list[Candidate]:
     return sorted(merged, key=lambda c: -(c.est_gain_ms or 0.0))
 
 
-def _verdict(child: dict, ref: dict, base: dict, threshold: float, changes_numerics: bool) -> tuple[str, str]:
+def _verdict(child: dict, ref: dict, loss_ref: dict, threshold: float, changes_numerics: bool) -> tuple[str, str]:
     if child.get("status") != "complete":
         return "failed", "; ".join(child.get("incomplete_reasons") or ["the trial did not finish"])
-    bad = measure.numerics_verdict(child.get("losses") or [], base.get("losses") or [], changes_numerics)
+    bad = measure.numerics_verdict(child.get("losses") or [], loss_ref.get("losses") or [], changes_numerics)
     if bad:
         return "rejected", f"numerics: {bad}"
     gain = measure.throughput_gain(child, ref)
@@ -243,7 +251,7 @@ def _verdict(child: dict, ref: dict, base: dict, threshold: float, changes_numer
     return "accepted", f"{gain:+.1%} vs the previous stack (threshold {threshold:.1%})"
 
 
-def _run_apart(ctx, cand: Candidate, stack, base, threshold, trials) -> dict:
+def _run_apart(ctx, cand: Candidate, stack, base, loss_ref, threshold, trials) -> dict:
     mod = interventions.get(cand.name)
     why = mod.not_applicable(base.get("config") or {}, ctx.environment, cand.params)
     name = f"apart-{cand.name}-x{cand.params.get('factor')}"
@@ -254,7 +262,7 @@ def _run_apart(ctx, cand: Candidate, stack, base, threshold, trials) -> dict:
         rec = {"name": name, "fix": cand.name, "params": cand.params, "changes_numerics": True,
                "description": mod.describe(cand.params), "interventions": [c.key for c in [*stack, cand]],
                "apart": True, **_describe(child, analysis, base)}
-        status, reason = _verdict(child, base, base, threshold, True)
+        status, reason = _verdict(child, base, loss_ref, threshold, True)
         rec["status"] = "measured" if status == "accepted" else status
         rec["reason"] = reason + "; changes training dynamics: scale the learning rate with the batch"
     trials.append(rec)
