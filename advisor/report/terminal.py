@@ -91,14 +91,7 @@ def print_summary(doc: dict, console: Console) -> None:
     head.add_row("status", doc.get("status", "?") + ("" if doc.get("status") == "complete"
                                                      else f": {escape('; '.join(doc.get('incomplete_reasons') or []))}"))
     console.print(head)
-    if analysis:
-        console.print(breakdown_table(analysis))
-        kt = kernel_table(analysis)
-        if kt is not None:
-            console.print(kt)
-    ft = findings_table(doc.get("findings") or [])
-    if ft is not None:
-        console.print(ft)
+    _print_analysis(console, analysis, doc.get("findings") or [])
     tt = trials_table(doc)
     if tt is not None:
         console.print(tt)
@@ -114,11 +107,12 @@ def print_inspect(res: dict, console: Console) -> None:
     env = res.get("environment") or {}
     if env.get("gpu_name"):
         console.print(f"device: {escape(str(env['gpu_name']))}")
-    a = res.get("analysis") or {}
-    console.print(breakdown_table(a))
-    kt = kernel_table(a)
-    if kt is not None:
-        console.print(kt)
-    ft = findings_table(res.get("findings") or [])
-    if ft is not None:
-        console.print(ft)
+    _print_analysis(console, res.get("analysis") or {}, res.get("findings") or [])
+
+
+def _print_analysis(console: Console, analysis: dict, findings: list) -> None:
+    """The breakdown, kernel classes and findings: what analyze and inspect both show."""
+    tables = [breakdown_table(analysis), kernel_table(analysis)] if analysis else []
+    for table in [*tables, findings_table(findings)]:
+        if table is not None:
+            console.print(table)
