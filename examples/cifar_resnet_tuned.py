@@ -48,6 +48,8 @@ def parse_args(argv=None):
                    help="DataLoader workers; default: min(8, cpus) on cuda, 0 on cpu")
     p.add_argument("--amp", choices=["auto", "bf16", "fp16", "off"], default="auto",
                    help="auto: bf16 on CUDA when supported, else fp16 + GradScaler; off on CPU")
+    p.add_argument("--compile", choices=["off", "default", "reduce-overhead"], default="off",
+                   help="torch.compile the model (reduce-overhead: with CUDA graphs)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warmup-steps", type=int, default=5,
                    help="steps left out of the final samples/s (start-up, cudnn autotuning)")
@@ -135,6 +137,8 @@ def main(argv=None):
     std = torch.tensor(CIFAR_STD, device=device).view(1, 3, 1, 1) * 255.0
 
     model = build_model().to(device, memory_format=torch.channels_last)
+    if args.compile != "off":
+        model.compile(mode=None if args.compile == "default" else args.compile)
     criterion = nn.CrossEntropyLoss()
     if on_gpu:
         opt_kwargs = {"fused": True}
