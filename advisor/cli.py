@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -36,6 +37,8 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile-steps", type=int, default=3,
                    help="steps profiled, after the timed ones (default 3)")
     p.add_argument("--steps", type=int, default=20, help="steps timed without the profiler (default 20)")
+    p.add_argument("--min-time", type=float, default=1.0,
+                   help="time at least this many seconds, up to 3x --steps (default 1.0)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds before the script is stopped (default 1800)")
     p.add_argument("--step-timeout", type=float, default=300.0,
                    help="seconds allowed to reach the first training step (default 300)")
@@ -149,6 +152,7 @@ def _progress(stage: str, step: int | None, info: dict | None = None) -> None:
 def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> int:
     from advisor.runner.parent import run_child, validate_script
 
+    started = time.monotonic()
     problem = validate_script(script)
     if problem:
         return _fail(problem)
@@ -160,7 +164,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         if unknown:
             return _fail(f"--fix: no fix named {', '.join(unknown)}; known: {', '.join(sorted(interventions.MODULES))}", 2)
     opts = pipeline.AnalyzeOptions(
-        warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, timeout=ns.timeout,
+        warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, measure_min_s=ns.min_time, timeout=ns.timeout,
         step_timeout=ns.step_timeout, out=ns.out, record_memory=ns.memory,
         with_stack=ns.with_stack, record_shapes=ns.shapes, rules_dirs=ns.rules)
     try:
@@ -180,7 +184,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     rundir.write_json(run_dir / "run.json", doc)
     _render(run_dir, doc)
     if not ns.no_trials and doc["status"] == "complete":
-        _run_trials(ns, script, script_args, run_dir, opts, child, doc)
+        _run_trials(ns, script, script_args, run_dir, opts, child, doc, started)
     if ns.json:
         sys.stdout.buffer.write(orjson.dumps(pipeline.json_summary(doc), option=orjson.OPT_INDENT_2) + b"\n")
     else:
@@ -191,7 +195,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     return 0
 
 
-def _run_trials(ns, script, script_args, run_dir, opts, child, doc) -> None:
+def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: float) -> None:
     from advisor import trials
     from advisor.patch import make_patch
 
@@ -203,7 +207,7 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc) -> None:
         progress=lambda line: err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False))
     result = trials.run_trials(ctx)
     doc["trials"] = result["trials"]
-    doc["trial_summary"] = {k: result[k] for k in ("noise", "threshold", "stack", "interrupted")}
+    doc["trial_summary"] = {k: result.get(k) for k in ("noise", "threshold", "stack", "interrupted", "processes")}
     if result["interrupted"]:
         doc["incomplete_reasons"].append("trials interrupted (Ctrl-C): the report shows what finished")
     if result["stack"]:
@@ -213,6 +217,7 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc) -> None:
         if diff:
             (run_dir / "fixes.patch").write_text(diff)
         doc["patch"] = {"file": "fixes.patch" if diff else None, "notes": notes}
+    doc["trial_summary"]["analyze_wall_s"] = round(time.monotonic() - started, 1)  # baseline + trials
     rundir.write_json(run_dir / "run.json", doc)
     _render(run_dir, doc)
 

@@ -18,10 +18,23 @@ def median_step_ms(child: dict) -> float | None:
     return statistics.median(times) if times else None
 
 
+def step_ms(child: dict) -> float | None:
+    """The step time that throughput rests on: the synchronized window over its steps.
+
+    Runs recorded with a sync after every step (run.json files before "step_timing":
+    "window") have no window: their median step stands in, as it did then.
+    """
+    times = step_times(child)
+    window = child.get("measure_window_ms")
+    if times and window:
+        return float(window) / len(times)
+    return median_step_ms(child)
+
+
 def samples_per_s(child: dict) -> float | None:
-    med = median_step_ms(child)
+    ms = step_ms(child)
     batch = child.get("batch_size")
-    return batch * 1000.0 / med if med and batch else None
+    return batch * 1000.0 / ms if ms and batch else None
 
 
 def run_noise(a: dict, b: dict) -> float:
@@ -30,7 +43,7 @@ def run_noise(a: dict, b: dict) -> float:
     The difference of the two medians, and each run's own spread of medians (IQR/median
     scaled down by sqrt(n), as a median's standard error), whichever is larger.
     """
-    ma, mb = median_step_ms(a), median_step_ms(b)
+    ma, mb = step_ms(a), step_ms(b)
     if not ma or not mb:
         return 0.0
     between = abs(ma - mb) / min(ma, mb)
@@ -43,8 +56,47 @@ def run_noise(a: dict, b: dict) -> float:
     return max(between, within)
 
 
-def acceptance_threshold(noise: float) -> float:
-    return max(MIN_GAIN, 2.0 * noise)
+def acceptance_threshold(noise: float, n_ref: int = 1, n_trial: int = 1) -> float:
+    """max(3%, twice the noise of the comparison). ``noise`` is the run-to-run noise of one
+    run against one run; comparing the means of n_ref and n_trial runs shrinks it by
+    sqrt((1/n_ref + 1/n_trial) / 2), which is 1 for one run each."""
+    return max(MIN_GAIN, 2.0 * noise * math.sqrt((1.0 / max(1, n_ref) + 1.0 / max(1, n_trial)) / 2.0))
+
+
+def _log_rate(child: dict, per_sample: bool) -> float | None:
+    rate = samples_per_s(child) if per_sample else None
+    if rate is None:
+        ms = step_ms(child)
+        rate = 1000.0 / ms if ms else None
+    return math.log(rate) if rate else None
+
+
+def pooled_gain(trial_runs: list[dict], ref_runs: list[dict]) -> float | None:
+    """Throughput gain of the trial's runs over the reference's: the ratio of their geometric
+    mean rates (samples/s where every run knows its batch, else steps/s)."""
+    per_sample = all(samples_per_s(r) for r in [*trial_runs, *ref_runs])
+    lt = [v for v in (_log_rate(r, per_sample) for r in trial_runs) if v is not None]
+    lr = [v for v in (_log_rate(r, per_sample) for r in ref_runs) if v is not None]
+    if not lt or not lr:
+        return None
+    return math.exp(statistics.fmean(lt) - statistics.fmean(lr)) - 1.0
+
+
+def pooled_noise(groups: list[list[dict]]) -> float | None:
+    """Run-to-run noise (relative difference between two runs of one configuration) pooled
+    over every configuration measured more than once: sqrt(2) x the pooled standard
+    deviation of log throughput. With one pair of runs it is their relative difference."""
+    ss, dof = 0.0, 0
+    for runs in groups:
+        logs = [v for v in (_log_rate(r, False) for r in runs) if v is not None]
+        if len(logs) < 2:
+            continue
+        m = statistics.fmean(logs)
+        ss += sum((x - m) ** 2 for x in logs)
+        dof += len(logs) - 1
+    if not dof:
+        return None
+    return math.exp(math.sqrt(2.0 * ss / dof)) - 1.0
 
 
 def throughput_gain(trial: dict, reference: dict) -> float | None:
@@ -52,7 +104,7 @@ def throughput_gain(trial: dict, reference: dict) -> float | None:
     st, sr = samples_per_s(trial), samples_per_s(reference)
     if st and sr:
         return st / sr - 1.0
-    mt, mr = median_step_ms(trial), median_step_ms(reference)
+    mt, mr = step_ms(trial), step_ms(reference)
     if mt and mr:
         return mr / mt - 1.0
     return None

@@ -22,6 +22,7 @@ class AnalyzeOptions:
     warmup: int = 5
     profile_steps: int = 3
     measure_steps: int = 20
+    measure_min_s: float = 0.0
     timeout: float = 1800.0
     step_timeout: float = 300.0
     out: str | None = None
@@ -46,6 +47,7 @@ def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeO
         "warmup_steps": opts.warmup,
         "profile_steps": opts.profile_steps,
         "measure_steps": opts.measure_steps,
+        "measure_min_s": opts.measure_min_s,
         "record_memory": opts.record_memory,
         "with_stack": opts.with_stack,
         "record_shapes": opts.record_shapes,
@@ -60,7 +62,10 @@ def summarize_measurement(child: dict) -> dict:
                  "batch_size_source": child.get("batch_size_source")}
     if not times:
         return out
-    out["step_time_ms"] = measure.median_step_ms(child)
+    out["step_time_ms"] = measure.step_ms(child)
+    out["step_time_median_ms"] = measure.median_step_ms(child)
+    if child.get("measure_window_ms"):
+        out["window_s"] = child["measure_window_ms"] / 1e3
     if len(times) >= 4:
         q = statistics.quantiles(times, n=4)
         out["step_time_iqr_ms"] = q[2] - q[0]
@@ -126,8 +131,8 @@ def build_run_document(spec: dict, child: dict, analysis: dict | None, findings:
         "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "run_dir": spec["run_dir"],
         "command": {"script": spec["script"], "argv": spec["argv"], "cwd": spec["cwd"]},
-        "settings": {k: spec[k] for k in ("warmup_steps", "profile_steps", "measure_steps",
-                                          "record_memory", "with_stack")},
+        "settings": {k: spec.get(k) for k in ("warmup_steps", "profile_steps", "measure_steps",
+                                              "measure_min_s", "record_memory", "with_stack")},
         "status": status,
         "incomplete_reasons": reasons,
         "exit": child.get("exit"),

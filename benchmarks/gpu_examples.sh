@@ -3,6 +3,8 @@
 # CIFAR examples (diagnosis only), then the slow example with trials. Everything it keeps is
 # packed into $OUT (the device tool returns at most 8 files).
 #   usage: bash benchmarks/gpu_examples.sh [fixtures] [diagnose] [trials]
+# Environment: DIAGNOSE (examples to diagnose), TRIALS_BUDGET (minutes), TRIALS_TIMEOUT (s),
+# TRIALS_EXAMPLE (default cifar_resnet).
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -23,19 +25,22 @@ fi
 if [[ $steps == *diagnose* ]]; then
   for ex in ${DIAGNOSE:-cifar_resnet cifar_resnet_tuned}; do
     say "analyze $ex --no-trials"
-    python3 -m advisor analyze --no-trials --steps 40 --out $W/$ex examples/$ex.py
+    python3 -m advisor analyze --no-trials --out $W/$ex examples/$ex.py
     echo "exit $?"
   done
   tar -C $W -czf $OUT/diagnose.tar.gz ${DIAGNOSE:-cifar_resnet cifar_resnet_tuned}
 fi
 
 if [[ $steps == *trials* ]]; then
-  say "analyze cifar_resnet with trials"
+  ex=${TRIALS_EXAMPLE:-cifar_resnet}
+  say "analyze $ex with trials"
   start=$(date +%s)
-  timeout -s INT ${TRIALS_TIMEOUT:-400} python3 -m advisor analyze --steps 40 --out $W/trials --budget ${TRIALS_BUDGET:-5} examples/cifar_resnet.py
+  timeout -s INT ${TRIALS_TIMEOUT:-540} python3 -m advisor analyze --out $W/trials --budget ${TRIALS_BUDGET:-6} examples/$ex.py
   echo "exit $? wall $(( $(date +%s) - start ))s"
-  # trial traces stay behind (size); the baseline's trace, documents and report come back
-  tar -C $W -czf $OUT/trials.tar.gz --exclude='trials/tb/0*' --exclude='trials/tb/apart*' trials
+  python3 benchmarks/trials_figures.py $W/trials
+  # the documents and report in one archive, the trials' traces in another (size)
+  tar -C $W -czf $OUT/trials.tar.gz --exclude='trials/tb' trials
+  tar -C $W -czf $OUT/trials_tb.tar.gz trials/tb
 fi
 say "done"
 ls -la $OUT

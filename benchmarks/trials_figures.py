@@ -26,9 +26,14 @@ def main(run: str) -> int:
     for t in rows:
         wall = t.get("elapsed_s")
         sp = t.get("speedup_vs_baseline")
-        print(f"  {t['name']:32s} {t.get('status', ''):9s} "
+        runs = f"{t['runs']}v{t['reference_runs']}" if t.get("runs") else "   "
+        print(f"  {t['name']:32s} {t.get('status', ''):9s} {runs:5s} "
               f"{(t.get('step_time_ms') or 0):7.2f} ms  {(sp or 0):5.2f}x  "
               f"{'%6.1f s' % wall if wall else '      ?'}  {(t.get('reason') or '')[:70]}")
+    if s.get("analyze_wall_s"):
+        print(f"whole analyze (baseline + trials): {s['analyze_wall_s']:.0f} s")
+    if s.get("processes"):
+        print(f"processes (baseline, repeat, trials, confirmation re-runs): {s['processes']}")
     walls = [t["elapsed_s"] for t in rows if t.get("elapsed_s")]
     if walls:
         print(f"trial processes: {len(walls)}, wall {sum(walls):.0f} s in all, median {statistics.median(walls):.1f} s each")

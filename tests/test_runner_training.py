@@ -103,6 +103,32 @@ def test_advisor_step_without_optimizer(tmp_path, capfd):
     assert res["exit"]["code"] == 0
 
 
+def test_measure_window_lasts_min_time_up_to_three_times_the_steps(tmp_path, capfd):
+    script = write(tmp_path / "sleepy.py", """
+        import time, torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for i in range(10000):
+            model(torch.randn(2, 4)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            time.sleep(0.05 if i < 12 else 0.2)
+    """)
+    # 3 steps asked, 0.3 s at least: the 50 ms steps run on past 3 until 0.3 s (about 6 of them)
+    res, *_ = run_advised(capfd, script, ["sleepy.py"], str(tmp_path), str(tmp_path / "a"),
+                          warmup_steps=1, profile_steps=1, measure_steps=3, measure_min_s=0.3)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    n = len(res["step_times_ms"])
+    assert 5 <= n <= 7, res["step_times_ms"]
+    assert res["measure_window_ms"] >= 300 and res["step_timing"] == "window"
+    assert abs(sum(res["step_times_ms"]) - res["measure_window_ms"]) < 1.0  # the steps tile the window
+    assert res["steps_seen"] == 1 + n + 2
+    # a long min time stops at 3x the steps asked
+    res, *_ = run_advised(capfd, script, ["sleepy.py"], str(tmp_path), str(tmp_path / "b"),
+                          warmup_steps=1, profile_steps=1, measure_steps=2, measure_min_s=60)
+    assert res["status"] == "complete" and len(res["step_times_ms"]) == 6
+
+
 def test_advisor_step_is_noop_outside_advisor(tmp_path):
     import subprocess
     import sys

@@ -31,8 +31,8 @@ def slow_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("trials")
     shutil.copy(SLOW, tmp / "slow_loader.py")  # the user's file: must come out untouched
     before = (tmp / "slow_loader.py").read_bytes()
-    r = advisor("analyze", "--out", tmp / "run", "--warmup", "2", "--steps", "8", "--profile-steps", "1",
-                "slow_loader.py", "--sleep-ms", "4", cwd=tmp)
+    r = advisor("analyze", "--out", tmp / "run", "--warmup", "2", "--steps", "8", "--min-time", "0",
+                "--profile-steps", "1", "slow_loader.py", "--sleep-ms", "4", cwd=tmp)
     assert (tmp / "slow_loader.py").read_bytes() == before
     return r, tmp
 
@@ -106,6 +106,55 @@ def test_noise_threshold():
     assert measure.acceptance_threshold(noise) == pytest.approx(0.2)
     assert measure.acceptance_threshold(0.001) == 0.03
     assert measure.throughput_gain({"step_times_ms": [5.0], "batch_size": 8}, a) == pytest.approx(1.0)
+    # more runs on each side: the comparison's noise shrinks by sqrt((1/nR + 1/nT) / 2)
+    assert measure.acceptance_threshold(0.1, 2, 2) == pytest.approx(0.2 / 2 ** 0.5)
+    assert measure.acceptance_threshold(0.1, 3, 3) == pytest.approx(0.2 / 3 ** 0.5)
+
+
+def _timed(ms_per_step: float, steps: int = 10, batch: int = 8) -> dict:
+    """A child result timed the way the runner times it: host-side steps and the window."""
+    return {"status": "complete", "batch_size": batch, "step_times_ms": [ms_per_step] * steps,
+            "measure_window_ms": ms_per_step * steps, "losses": [2.0, 1.9, 1.8, 1.7]}
+
+
+def test_throughput_comes_from_the_synchronized_window():
+    # Host-side step boundaries can be short while the GPU still works; the window's closing
+    # sync charges that work to the run, so the window decides.
+    child = {"batch_size": 4, "step_times_ms": [1.0, 1.0, 1.0, 37.0], "measure_window_ms": 40.0}
+    assert measure.step_ms(child) == pytest.approx(10.0)
+    assert measure.median_step_ms(child) == pytest.approx(1.0)
+    assert measure.samples_per_s(child) == pytest.approx(400.0)
+    old = {"batch_size": 4, "step_times_ms": [9.0, 10.0, 11.0]}  # an older run.json: per-step syncs
+    assert measure.step_ms(old) == pytest.approx(10.0)
+
+
+def test_pooled_noise_and_gain():
+    assert measure.pooled_noise([[_timed(10.0), _timed(11.0)]]) == pytest.approx(0.1)
+    assert measure.pooled_noise([[_timed(10.0)]]) is None
+    # two configurations, each timed twice with a 10% spread: still 10%
+    groups = [[_timed(10.0), _timed(11.0)], [_timed(20.0), _timed(22.0)]]
+    assert measure.pooled_noise(groups) == pytest.approx(0.1)
+    # geometric means: refs 10 and 11 ms, trials 5 and 5.5 ms -> exactly twice the rate
+    assert measure.pooled_gain([_timed(5.0), _timed(5.5)], [_timed(10.0), _timed(11.0)]) == pytest.approx(1.0)
+
+
+def test_verdicts_confirm_gains_inside_the_noise():
+    from advisor.trials import _verdict
+
+    ref = [_timed(10.0), _timed(11.0)]
+    loss_ref = _timed(10.0)
+    status, reason, gain, used = _verdict([_timed(5.0)], ref, loss_ref, 0.10, False)
+    assert status == "accepted" and gain > used
+    status, reason, gain, used = _verdict([_timed(9.0)], ref, loss_ref, 0.10, False)
+    assert status == "unsure" and 0.03 <= gain < used and "1 run vs 2 of the reference" in reason
+    # the same gain on three runs a side clears the smaller threshold of the comparison
+    status, *_ = _verdict([_timed(9.0)] * 3, [*ref, _timed(10.5)], loss_ref, 0.10, False)
+    assert status == "accepted"
+    status, reason, *_ = _verdict([_timed(10.4)], ref, loss_ref, 0.10, False)
+    assert status == "rejected" and "under the" in reason
+    nan = dict(_timed(5.0), losses=[2.0, float("nan")])
+    status, reason, *_ = _verdict([_timed(5.0), nan], ref, loss_ref, 0.10, False)
+    assert status == "rejected" and reason.startswith("numerics: loss became nan")
 
 
 def test_tensorboard_lists_every_trial_of_a_run(slow_run, query_tb_profiler):

@@ -35,6 +35,12 @@ class Controller:
         self.warmup = max(0, int(spec.get("warmup_steps", 5)))
         self.profile_n = max(0, int(spec.get("profile_steps", 3)))
         self.measure_n = max(0, int(spec.get("measure_steps", 20)))
+        # Short steps make a short window, and a short window is at the mercy of the host's
+        # moment-to-moment speed: measure for at least measure_min_s, up to 3x the steps.
+        self.measure_min_s = max(0.0, float(spec.get("measure_min_s", 0.0)))
+        self.measure_cap = 3 * self.measure_n
+        self._t_measure0 = 0.0
+        self.measure_window_ms = None
         # One extra step warms the profiler up (its schedule's warmup) before the active ones.
         self.total = self.warmup + self.measure_n + (self.profile_n + 1 if self.profile_n else 0)
         self.profile_end = self.total
@@ -142,6 +148,8 @@ class Controller:
             "stage": self.stage,
             "steps_seen": self.steps_seen,
             "step_times_ms": [round(x, 4) for x in self.step_times_ms],
+            "measure_window_ms": None if self.measure_window_ms is None else round(self.measure_window_ms, 4),
+            "step_timing": "window",
             "warmup_step_times_ms": [round(x, 4) for x in self.warmup_step_times_ms],
             "data_wait_ms": [round(x, 4) for x in self.data_wait_ms],
             "losses": self._losses(),
@@ -316,15 +324,24 @@ class Controller:
             else:
                 self._prof_call("step")
         elif phase == "measure":
-            if self.cuda_sync:
-                torch.cuda.synchronize()
+            # One window, synchronized at its two ends only: a sync per step would stop the
+            # CPU from queueing the next step while the GPU works, and so would time a
+            # different (serialized) program. Per-step times are host-side boundaries; they
+            # add up to the synchronized window.
             t = perf_counter()
+            k = len(self.step_times_ms) + 1
+            last = k >= self.measure_n and (t - self._t_measure0 >= self.measure_min_s or k >= self.measure_cap)
+            if last and self.cuda_sync:
+                torch.cuda.synchronize()
+                t = perf_counter()
             self.step_times_ms.append((t - self._t_prev) * 1e3)
             self.data_wait_ms.append(self.data_acc * 1e3)
             self.data_acc = 0.0
             self._t_prev = t
             self.progress("measure", n, step_ms=round(self.step_times_ms[-1], 3))
-            if n >= self.warmup + self.measure_n:
+            if last:
+                self.measure_window_ms = (t - self._t_measure0) * 1e3
+                self.total = self.steps_seen + (self.profile_n + 1 if self.profile_n else 0)
                 self.stage = "timed"
                 self.save()
                 if self.profile_n > 0:
@@ -366,7 +383,7 @@ class Controller:
         if self.cuda_sync:
             torch.cuda.synchronize()
         self.data_acc = 0.0
-        self._t_prev = perf_counter()
+        self._t_prev = self._t_measure0 = perf_counter()
 
     def _done(self) -> None:
         self.phase = "done"
