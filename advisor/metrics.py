@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from advisor.trace.classify import CLASSES, CODE
+from advisor.trace.classify import CLASSES, CODE, is_tf32
 from advisor.trace.intervals import clip, in_windows, overlap, union_pieces, window_index
 from advisor.trace.model import TraceModel, steps_from
 from advisor.trace.phases import OTHER, P, PHASES, GpuOps, Timeline, gpu_ops, timeline
@@ -142,7 +142,19 @@ def _kernel_stats(model: TraceModel, ops: GpuOps, sel: np.ndarray, win: np.ndarr
         "mean_kernel_us": float(kdur.mean()) if len(kdur) else None,
         "short_kernel_frac": float((kdur < SHORT_KERNEL_US).mean()) if len(kdur) else 0.0,
         "top_kernels": _top_kernels(model, ops, ksel, n),
+        **_tf32_time(model, ops, ksel, n, total),
     }
+
+
+def _tf32_time(model: TraceModel, ops: GpuOps, ksel: np.ndarray, n: int, total: float) -> dict:
+    """Matmul/conv kernel time whose math is TF32: fp32 training that AMP would halve."""
+    if not ksel.any():
+        return {"tf32_gemm_conv_frac": 0.0, "tf32_gemm_conv_ms_per_step": 0.0}
+    nid = model.kernels.name_id[ops.row[ksel]]
+    by_name = np.bincount(nid, weights=(ops.end - ops.start)[ksel])
+    tf32 = sum(float(by_name[i]) for i in np.flatnonzero(by_name) if is_tf32(model.names[i]))
+    return {"tf32_gemm_conv_frac": tf32 / total if total else 0.0,
+            "tf32_gemm_conv_ms_per_step": tf32 / 1000 / n}
 
 
 def _top_kernels(model: TraceModel, ops: GpuOps, ksel: np.ndarray, n: int) -> list[dict]:

@@ -16,6 +16,10 @@ class Thresholds:
     # Non-Tensor-Core matmul/conv above 10% of kernel time: on an H200 fp32 ResNet training
     # spends >60% there, AMP runs leave ~0%; 10% leaves room for small fp32 heads/losses.
     non_tc_gemm_frac: float = 0.10
+    # TF32 matmul/conv above 15% of kernel time with autocast off: bf16 runs them at twice the
+    # rate, so at least ~7% of GPU time is at stake, over the 3% trial floor. An H100 fp32
+    # CIFAR ResNet-18 (batch 2048, cuDNN's default TF32) spent 23% there; AMP runs leave <1%.
+    tf32_gemm_frac: float = 0.15
     # NCHW<->NHWC transposes: 16.7% (TF32) and 19.5% (fp16) of kernel time on an H200
     # ResNet-50, 0% with channels_last. 3% is well above rounding noise of stray transposes.
     transpose_frac: float = 0.03

@@ -255,7 +255,7 @@ def run_trials(ctx: TrialContext) -> dict:
                 winner = pending.pop(cand.group)
                 commit(*winner[:4])
         result["noise"], result["threshold"] = noise, measure.acceptance_threshold(noise)
-        result["apart"] = [_run_apart(ctx, c, stack, groups[0], loss_ref, noise, trials) for c in result["apart"]
+        result["apart"] = [_run_apart(ctx, c, stack, ref_runs, loss_ref, noise, trials) for c in result["apart"]
                            if not _out_of_budget(ctx)]
     except KeyboardInterrupt:
         result["interrupted"] = True  # result["stack"] holds what was committed so far
@@ -320,9 +320,10 @@ def _runs_text(runs: list[dict], ref_runs: list[dict]) -> str:
     return f"{len(runs)} run{'s' if len(runs) > 1 else ''} vs {len(ref_runs)} of the reference"
 
 
-def _run_apart(ctx, cand: Candidate, stack, base_runs: list[dict], loss_ref, noise: float, trials) -> dict:
+def _run_apart(ctx, cand: Candidate, stack, ref_runs: list[dict], loss_ref, noise: float, trials) -> dict:
+    """A batch-size trial on top of the kept fixes, judged against them (not the baseline)."""
     mod = interventions.get(cand.name)
-    base = base_runs[0]
+    base = ctx.baseline
     why = mod.not_applicable(base.get("config") or {}, ctx.environment, cand.params)
     name = f"apart-{cand.name}-x{cand.params.get('factor')}"
     if why:
@@ -332,9 +333,10 @@ def _run_apart(ctx, cand: Candidate, stack, base_runs: list[dict], loss_ref, noi
         rec = {"name": name, "fix": cand.name, "params": cand.params, "changes_numerics": True,
                "description": mod.describe(cand.params), "interventions": [c.key for c in [*stack, cand]],
                "apart": True, **_describe(child, analysis, base)}
-        status, reason, _gain, _used = _verdict([child], base_runs, loss_ref, noise, True)
+        status, reason, gain, _used = _verdict([child], ref_runs, loss_ref, noise, True)
         rec["status"] = "measured" if status in ("accepted", "unsure") else status
-        rec["reason"] = reason.replace("the previous stack", "the baseline") + \
+        rec["gain_vs_previous"] = gain
+        rec["reason"] = reason.replace("the previous stack", "the kept fixes") + \
             "; changes training dynamics: scale the learning rate with the batch"
     trials.append(rec)
     return rec

@@ -44,3 +44,41 @@ def test_trial_writes_are_redirected(tmp_path, capfd):
     assert list((tmp_path / "tb" / "01-trial").glob("*.pt.trace.json.gz"))  # advisor's own trace
     notes = [n for n in res["notes"] if n.startswith("trial write redirected")]
     assert len(notes) == 4  # one per path, not per write
+
+
+def test_library_caches_outside_the_project_are_not_redirected(tmp_path, capfd, monkeypatch):
+    """torch.compile's Triton cache (~/.triton) is written by library code: redirecting part of
+    it broke compilation in a real H100 trial. Only the script's own writes are redirected."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "systmp"))  # so that home/ is outside scratch
+    (tmp_path / "systmp").mkdir()
+    home, lib, proj = tmp_path / "home", tmp_path / "lib", tmp_path / "proj"
+    write(lib / "cachelib.py", """
+        import os
+        def fill(root):
+            os.makedirs(os.path.join(root, "cache"), exist_ok=True)
+            with open(os.path.join(root, "cache", "kernel.bin"), "w") as f:
+                f.write("compiled")
+    """)
+    script = write(proj / "train.py", f"""
+        import sys, torch
+        sys.path.insert(0, {str(lib)!r})
+        import cachelib
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(100):
+            model(torch.randn(4, 2)).sum().backward()
+            opt.step(); opt.zero_grad()
+            cachelib.fill({str(home)!r})
+            with open({str(home / "mine.txt")!r}, "w") as f:
+                f.write("the script's own output")
+    """)
+    spec = {"script": str(script), "argv": ["train.py"], "cwd": str(proj), "run_dir": str(tmp_path / "run"),
+            "run_name": "01-trial", "warmup_steps": 1, "profile_steps": 0, "measure_steps": 2,
+            "record_memory": False, "with_stack": False, "interventions": [], "sandbox_writes": True,
+            "tb_dir": str(tmp_path / "tb"), "seed": 0}
+    res = run_child(spec, timeout=120, step_timeout=60)
+    assert res["status"] == "complete", (res["incomplete_reasons"], res["notes"])
+    assert (home / "cache" / "kernel.bin").read_text() == "compiled"  # the library's cache, in place
+    assert not (home / "mine.txt").exists()  # the script's own write, redirected
+    notes = [n for n in res["notes"] if n.startswith("trial write redirected")]
+    assert len(notes) == 1 and "mine.txt" in notes[0]

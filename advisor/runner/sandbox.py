@@ -3,8 +3,8 @@
 Installed in trial children only (spec ``sandbox_writes``). Files the script opens for
 writing (``open``/``io.open``/``Path.open`` with w, a, x or +; ``torch.save`` to a path) are
 redirected to ``<run_dir>/outputs/<the path, made relative>`` when they lie in the script's
-project (its directory or the working directory) or anywhere outside the system temp
-directory; advisor's own outputs (the run dir, tb/) are left alone, and so is scratch space
+project (its directory or the working directory), or anywhere outside the system temp
+directory when the script's own code (not an installed library's) writes them; advisor's own outputs (the run dir, tb/) are left alone, and so is scratch space
 in the temp directory that is not the project (datasets unpacked by the script, say).
 Directories made for them (``os.makedirs``, ``Path.mkdir``) go there too, and a later read of
 a redirected file reads the redirected copy. Each redirected path is noted once.
@@ -16,9 +16,17 @@ import builtins
 import io
 import os
 import pathlib
+import sys
+import sysconfig
 import tempfile
 
 _WRITE_CHARS = set("wax+")
+
+
+def _library_roots() -> list[str]:
+    paths = sysconfig.get_paths()
+    roots = {paths.get("purelib"), paths.get("platlib"), sys.prefix, sys.base_prefix, sys.exec_prefix}
+    return [os.path.realpath(r) for r in roots if r]
 
 
 class Sandbox:
@@ -56,12 +64,30 @@ class Sandbox:
             return None
         if self._under(full, [self.scratch]) and not self._under(full, self.project):
             return None
+        if not self._under(full, self.project) and not self._called_from_project():
+            # A library's own cache outside the project (~/.triton, ~/.cache/torch, written by
+            # torch.compile, say): redirecting half of a library's files breaks it.
+            return None
         p = os.fspath(path)
         dest = os.path.join(self.out, full.lstrip(os.sep))
         if full not in self.redirected:
             self.redirected[full] = dest
             self.note(f"trial write redirected: {p} -> {os.path.relpath(dest, self.root)}")
         return dest
+
+    def _called_from_project(self) -> bool:
+        """Is the nearest caller outside this module the user's code (a file in the project,
+        not in an installed package)?"""
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename == __file__:
+            frame = frame.f_back
+        if frame is None:
+            return False
+        name = frame.f_code.co_filename
+        if name.startswith("<"):  # "<frozen os>" (os.makedirs recursing), "<string>": not a file
+            return False
+        path = os.path.realpath(name)
+        return self._under(path, self.project) and not self._under(path, _library_roots())
 
     def install(self) -> None:
         sb = self

@@ -153,3 +153,15 @@ def classify(name: str) -> str:
 
 def classify_code(name: str) -> int:
     return CODE[classify(name)]
+
+
+# TF32: Tensor Cores fed fp32 storage rounded to a 10-bit mantissa. xmma names carry the
+# math type (f32f32_tf32f32_f32 on sm90, tf32f32_tf32f32_f32 on sm80); CUTLASS's sm80 TF32
+# instruction shape is s1688 (gpu-facts). bf16/fp16 Tensor Core math runs at twice its rate.
+_TF32 = re.compile(r"tf32|tfloat32|s1688(?:gemm|fprop|dgrad|wgrad)")
+
+
+@lru_cache(maxsize=4096)
+def is_tf32(name: str) -> bool:
+    """A Tensor Core matmul/conv whose math is TF32 (fp32 training with TF32 allowed)."""
+    return classify(name) == "tc_gemm_conv" and bool(_TF32.search(name.lower()))
