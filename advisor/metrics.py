@@ -153,7 +153,7 @@ def _tf32_time(model: TraceModel, ops: GpuOps, ksel: np.ndarray, n: int, total: 
     nid = model.kernels.name_id[ops.row[ksel]]
     by_name = np.bincount(nid, weights=(ops.end - ops.start)[ksel])
     tf32 = sum(float(by_name[i]) for i in np.flatnonzero(by_name) if is_tf32(model.names[i]))
-    return {"tf32_gemm_conv_frac": tf32 / total if total else 0.0,
+    return {"tf32_gemm_conv_frac": float(tf32 / total) if total else 0.0,
             "tf32_gemm_conv_ms_per_step": tf32 / 1000 / n}
 
 

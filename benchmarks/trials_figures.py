@@ -19,7 +19,7 @@ def main(run: str) -> int:
     base = doc.get("measurement") or {}
     print(f"run: {run}")
     print(f"device: {doc['environment'].get('gpu_name') or 'CPU'}; baseline {base.get('step_time_ms', 0):.2f} ms/step "
-          f"(median of {base.get('steps_measured')}), {base.get('samples_per_s', 0):,.0f} samples/s")
+          f"(window of {base.get('steps_measured')} steps), {base.get('samples_per_s', 0):,.0f} samples/s")
     if s.get("noise") is not None:
         print(f"run-to-run noise (baseline vs repeat): {s['noise']:.1%}  -> acceptance threshold {s['threshold']:.1%}")
     rows = doc.get("trials") or []
