@@ -161,6 +161,15 @@ def test_tuned_gpu_run_has_none_of_the_slow_recipe_findings():
     assert {f["code"] for f in tuned if f["severity"] in ("warning", "error")} <= {"ADV109"}
 
 
+def test_tuned_h100_run_has_none_of_the_slow_recipe_findings():
+    tuned, _ = run_case("gpu_run_h100_cifar_tuned")
+    codes = {f["code"] for f in tuned}
+    assert not codes & (set(SLOW_RECIPE) | {"ADV117"}), codes
+    # Still true at batch 2048 on an H100: the tuned eager step is CPU-bound (GPU busy 31% in
+    # the profiled steps), so ADV109 warns; issue 3 stays open on it.
+    assert {f["code"] for f in tuned if f["severity"] in ("warning", "error")} <= {"ADV109"}
+
+
 def test_amp_never_advised_when_autocast_is_on():
     for case in ("amp_bf16_nchw", "amp_fp16_scaler_config", "fp32_nchw_autocast_config"):
         assert "ADV101" not in [f["code"] for f in run_case(case)[0]], case
