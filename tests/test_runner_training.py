@@ -129,6 +129,30 @@ def test_measure_window_lasts_min_time_up_to_three_times_the_steps(tmp_path, cap
     assert res["status"] == "complete" and len(res["step_times_ms"]) == 6
 
 
+def test_measure_window_spans_whole_epochs(tmp_path, capfd):
+    script = write(tmp_path / "epochs.py", """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        loader = DataLoader(TensorDataset(torch.randn(40, 2)), batch_size=8)  # 5 batches an epoch
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for epoch in range(1000):
+            for (x,) in loader:
+                model(x).sum().backward()
+                opt.step()
+                opt.zero_grad()
+    """)
+    # 3 steps asked: the window grows to one whole epoch (5 steps), wherever it starts
+    res, *_ = run_advised(capfd, script, ["epochs.py"], str(tmp_path), str(tmp_path / "a"),
+                          warmup_steps=2, profile_steps=1, measure_steps=3, measure_min_s=0)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert res["batches_per_epoch"] == 5 and len(res["step_times_ms"]) == 5
+    # a long min time: whole epochs still, up to max(3x the steps, 2 epochs)
+    res, *_ = run_advised(capfd, script, ["epochs.py"], str(tmp_path), str(tmp_path / "b"),
+                          warmup_steps=2, profile_steps=1, measure_steps=3, measure_min_s=60)
+    assert res["status"] == "complete" and len(res["step_times_ms"]) == 10
+
+
 def test_advisor_step_is_noop_outside_advisor(tmp_path):
     import subprocess
     import sys

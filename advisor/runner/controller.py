@@ -41,6 +41,7 @@ class Controller:
         self.measure_cap = 3 * self.measure_n
         self._t_measure0 = 0.0
         self.measure_window_ms = None
+        self.batches_per_epoch = None   # len() of the training loop's DataLoader (hooks.py)
         # One extra step warms the profiler up (its schedule's warmup) before the active ones.
         self.total = self.warmup + self.measure_n + (self.profile_n + 1 if self.profile_n else 0)
         self.profile_end = self.total
@@ -150,6 +151,7 @@ class Controller:
             "step_times_ms": [round(x, 4) for x in self.step_times_ms],
             "measure_window_ms": None if self.measure_window_ms is None else round(self.measure_window_ms, 4),
             "step_timing": "window",
+            "batches_per_epoch": self.batches_per_epoch,
             "warmup_step_times_ms": [round(x, 4) for x in self.warmup_step_times_ms],
             "data_wait_ms": [round(x, 4) for x in self.data_wait_ms],
             "losses": self._losses(),
@@ -330,7 +332,7 @@ class Controller:
             # add up to the synchronized window.
             t = perf_counter()
             k = len(self.step_times_ms) + 1
-            last = k >= self.measure_n and (t - self._t_measure0 >= self.measure_min_s or k >= self.measure_cap)
+            last = self._window_done(k, t - self._t_measure0)
             if last and self.cuda_sync:
                 torch.cuda.synchronize()
                 t = perf_counter()
@@ -351,6 +353,20 @@ class Controller:
         else:  # done: the script swallowed StopScript; stop it again
             if not self.finishing:
                 self._stop_now()
+
+    def _window_done(self, k: int, elapsed: float) -> bool:
+        """Is a window of k measured steps, elapsed seconds long, complete?"""
+        if k < self.measure_n:
+            return False
+        per_epoch = self.batches_per_epoch
+        if per_epoch and per_epoch <= self.measure_cap:
+            # Whole epochs: any k*L consecutive steps hold exactly k epoch starts, where the
+            # loader's workers make a fresh first batch (on an H100, 150-260 ms against 15 ms
+            # steps). Windows holding one or two of them differed by 20%.
+            if k % per_epoch:
+                return False
+            return elapsed >= self.measure_min_s or k + per_epoch > max(self.measure_cap, 2 * per_epoch)
+        return elapsed >= self.measure_min_s or k >= self.measure_cap
 
     def _after_warmup(self) -> None:
         if self.measure_n > 0:

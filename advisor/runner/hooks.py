@@ -157,6 +157,10 @@ class Hooks:
             if t is not None and t.dim() >= 1 and self.c.batch_size is None:
                 self.c.batch_size = int(t.shape[0])
                 self.c.batch_size_source = "dataloader"
+            try:
+                self.c.batches_per_epoch = int(len(it)) or None
+            except TypeError:  # an IterableDataset without __len__: no epochs to align to
+                pass
         except Exception as e:
             self.c.internal_error("batch observation", e)
 
