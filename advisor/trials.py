@@ -265,7 +265,7 @@ def run_trials(ctx: TrialContext) -> dict:
                         # one within the noise of the best wins: more headroom for the fixes
                         # that make the GPU faster afterwards.
                         best = pending.get(cand.group)
-                        if best is None or rec["gain_vs_previous"] > best[4]["gain_vs_previous"] - used / 2:
+                        if best is None or _relative(rec, best[4]) > -used / 2:
                             if best is not None:
                                 best[4]["status"], best[4]["reason"] = "superseded", \
                                     f"{name} was as fast within noise, with more headroom"
@@ -285,6 +285,11 @@ def run_trials(ctx: TrialContext) -> dict:
     except KeyboardInterrupt:
         result["interrupted"] = True  # result["stack"] holds what was committed so far
     return result
+
+
+def _relative(rec: dict, other: dict) -> float:
+    """How much faster rec's configuration ran than other's (both measured on one reference)."""
+    return (1.0 + rec["gain_vs_previous"]) / (1.0 + other["gain_vs_previous"]) - 1.0
 
 
 def _out_of_budget(ctx: TrialContext) -> bool:

@@ -165,3 +165,10 @@ def test_tensorboard_lists_every_trial_of_a_run(slow_run, query_tb_profiler):
     info = query_tb_profiler(tmp / "run" / "tb", runs=names)
     assert set(names) <= set(info["runs"])
     assert info["overview"]["baseline"]
+
+
+def test_competing_values_compare_by_ratio():
+    from advisor.trials import _relative
+
+    # +299% and +318% over one reference: the first ran 4.5% slower than the second
+    assert _relative({"gain_vs_previous": 2.99}, {"gain_vs_previous": 3.18}) == pytest.approx(3.99 / 4.18 - 1)
