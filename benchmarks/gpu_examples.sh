@@ -8,7 +8,7 @@
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-W=/tmp/work; mkdir -p $W
+W=/tmp/work; rm -rf $W; mkdir -p $W  # a warm machine keeps the last call's runs
 steps=${@:-fixtures diagnose trials}
 t0=$(date +%s)
 say() { echo "[gpu_examples +$(( $(date +%s) - t0 ))s] $*"; }
