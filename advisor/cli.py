@@ -176,7 +176,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     child = run_child(spec, timeout=opts.timeout, step_timeout=opts.step_timeout, on_progress=_progress,
                       stdout_to_stderr=ns.json)
     analysis, model, trace_err = pipeline.analyze_trace_files(run_dir, child.get("trace_files") or [])
-    pipeline.merge_child_memory(analysis, child)
+    pipeline.merge_child_results(analysis, child)
     extra = [trace_err] if trace_err and child.get("status") == "complete" else []
     findings, skipped = pipeline.run_findings(model, analysis, child.get("config") or {},
                                               child.get("environment") or {}, opts.rules_dirs)

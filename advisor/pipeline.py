@@ -94,10 +94,18 @@ def analyze_trace_files(run_dir: Path, trace_files: list[str]) -> tuple[dict | N
     return analyze(model), model, None
 
 
-def merge_child_memory(analysis: dict | None, child: dict) -> None:
-    """Peak memory from the child when the trace has no allocator events."""
+def merge_child_results(analysis: dict | None, child: dict) -> None:
+    """What the child measured outside the trace: peak memory when the trace has no allocator
+    events, and the timed window's data waits (epoch starts seldom fall in profiled steps)."""
     if analysis is None:
         return
+    times = measure.step_times(child)
+    waits = [w for w in child.get("data_wait_ms") or [] if w is not None]
+    window = child.get("measure_window_ms") or sum(times)
+    if times and waits and window:
+        analysis["measured"] = {"steps": len(times), "step_ms": window / len(times),
+                                "data_wait_ms_per_step": sum(waits) / len(times),
+                                "data_wait_frac": sum(waits) / window, "longest_data_wait_ms": max(waits)}
     mem = analysis.setdefault("memory", {}) or {}
     analysis["memory"] = mem
     cm = child.get("memory") or {}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from advisor import interventions, measure, pipeline
+from advisor.interventions._patch import NOT_APPLIED
 
 # Fixes a rule may name that advisor cannot apply at run time: shown as suggestions.
 SUGGEST_ONLY = {"uint8-inputs", "defer-syncs", "expandable-segments", "ddp", "grad-scaler",
@@ -118,7 +119,7 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     if child.get("interrupted"):  # Ctrl-C reached the trial: stop the ladder, keep the rest
         raise KeyboardInterrupt
     analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])
-    pipeline.merge_child_memory(analysis, child)
+    pipeline.merge_child_results(analysis, child)
     return child, analysis, model
 
 
@@ -230,7 +231,7 @@ def run_trials(ctx: TrialContext) -> dict:
                 rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
                        "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,
                        "interventions": [c.key for c in [*stack, cand]], **_describe(child, analysis, base)}
-                verdict = _verdict(runs, ref_runs, loss_ref, noise, mod.CHANGES_NUMERICS)
+                verdict = _verdict(runs, ref_runs, loss_ref, noise, mod.CHANGES_NUMERICS, cand.name)
                 # Inside the noise band but possibly real: time the reference and the trial
                 # again, alternately, so that slow drift of the host hits both alike.
                 while verdict[0] == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not _out_of_budget(ctx):
@@ -245,7 +246,7 @@ def run_trials(ctx: TrialContext) -> dict:
                         runs.append(again)
                     groups = _regroup(groups, ref_runs, runs)
                     noise = measure.pooled_noise(groups) or noise
-                    verdict = _verdict(runs, ref_runs, loss_ref, noise, mod.CHANGES_NUMERICS)
+                    verdict = _verdict(runs, ref_runs, loss_ref, noise, mod.CHANGES_NUMERICS, cand.name)
                 status, reason, gain, used = verdict
                 if status == "unsure":
                     status, reason = "rejected", reason + "; not confirmed"
@@ -324,12 +325,16 @@ def _requeue(queue, child, analysis, model, ctx, tried) -> list[Candidate]:
 
 
 def _verdict(runs: list[dict], ref_runs: list[dict], loss_ref: dict, noise: float,
-             changes_numerics: bool) -> tuple[str, str, float | None, float | None]:
+             changes_numerics: bool, name: str | None = None) -> tuple[str, str, float | None, float | None]:
     """(status, reason, gain, threshold used). status "unsure": a gain over 3% but inside
     the noise of this comparison, which more runs could settle."""
     child = runs[0]
     if child.get("status") != "complete":
         return "failed", "; ".join(child.get("incomplete_reasons") or ["the trial did not finish"]), None, None
+    refused = [n.split(":", 2)[2].strip() for n in child.get("notes") or []
+               if n.startswith(f"{NOT_APPLIED} {name}:")] if name else []
+    if refused:
+        return "skipped", refused[0], None, None
     for r in runs:
         bad = measure.numerics_verdict(r.get("losses") or [], loss_ref.get("losses") or [], changes_numerics)
         if bad:

@@ -42,11 +42,23 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 @functools.lru_cache(maxsize=None)
-def _run_model(run: str):
-    """A committed GPU run (reports/examples/...): its baseline trace, config and environment."""
-    doc = json.loads((REPO / run / "run.json").read_text())
-    model = load_trace(REPO / run / doc["traces"]["baseline"][-1])
-    return model, analyze(model), doc["config"], doc["environment"]
+def _run_model(run: str, trial: str | None = None):
+    """A committed GPU run (reports/examples/...): the trace, config and environment of its
+    baseline, or of one of its trials, with what the child measured merged as the CLI does."""
+    from advisor.pipeline import merge_child_results
+
+    root = REPO / run
+    child_path = root / "trials" / trial / "child.json" if trial else root / "child.json"
+    child = json.loads(child_path.read_text()) if child_path.exists() else {}
+    if trial:
+        trace, config, env = child["trace_files"][-1], child["config"], child["environment"]
+    else:
+        doc = json.loads((root / "run.json").read_text())
+        trace, config, env = doc["traces"]["baseline"][-1], doc["config"], doc["environment"]
+    model = load_trace(root / trace)
+    analysis = analyze(model)
+    merge_child_results(analysis, child)
+    return model, analysis, config, env
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,7 +66,7 @@ def load_case(name: str) -> dict:
     path = CASES / f"{name}.json"
     case = json.loads(path.read_text()) if path.exists() else {"trace": name, "config": {}, "environment": {}}
     if "run" in case:
-        model, analysis, config, env = _run_model(case["run"])
+        model, analysis, config, env = _run_model(case["run"], case.get("trial"))
         return {"model": model, "analysis": analysis, "config": config, "environment": env, "extra": []}
     model, analysis = _model(case["trace"])
     extra = [_model(t)[0] for t in case.get("extra_traces", [])]

@@ -18,6 +18,7 @@ MODULES = {
     "tf32": "tf32",
     "channels-last": "channels_last",
     "dataloader-workers": "dataloader",
+    "precompute-samples": "precompute",
     "pin-memory": "dataloader",
     "set-to-none": "set_to_none",
     "fused-optimizer": "fused_optimizer",

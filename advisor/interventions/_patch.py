@@ -55,3 +55,19 @@ def before_backward(fn) -> None:
 
 def accelerator() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+NOT_APPLIED = "intervention not applied:"
+
+
+def not_applied(name: str, reason: str) -> None:
+    """Record in the run's notes that an intervention found, at run time, that it cannot
+    apply here; trials report such a trial as skipped with this reason."""
+    try:
+        from advisor.runner import session
+
+        ctl = session._SESSION
+        if ctl is not None:
+            ctl.note(f"{NOT_APPLIED} {name}: {reason}")
+    except Exception:
+        pass

@@ -1,0 +1,163 @@
+"""Precompute a map-style Dataset's samples once, before training (out-of-band preprocessing).
+
+When every ``dataset[i]`` is the same each time it is asked for (no random augmentation),
+the per-sample work (decoding, dtype conversion, normalization) can be done once instead
+of once per epoch: the DataLoader then serves stored samples, and its workers only collate.
+Applied at DataLoader construction, in the main process, so forked workers share the
+samples. Refused, with the reason noted, for iterable datasets, samples that differ
+between two reads (checked on 8 indices), or a dataset estimated to need more than
+``max_bytes`` or ``max_seconds``. The random number generators are restored afterwards,
+so the script's own random stream is what it would have been.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import torch
+
+from advisor.interventions._patch import not_applied, wrap
+
+NAME = "precompute-samples"
+CHANGES_NUMERICS = False
+MAX_BYTES = 4 << 30
+MAX_SECONDS = 60.0
+PROBES = 8
+
+
+def describe(params) -> str:
+    return "Dataset samples computed once before training (out-of-band preprocessing)"
+
+
+def not_applicable(config, environment, params):
+    dl = (config.get("dataloader") or {}).get("value")
+    if dl is None:
+        return "the script uses no torch DataLoader"
+    return None
+
+
+class Precomputed(torch.utils.data.Dataset):
+    """The stored samples of ``source``; other attributes are read from ``source``."""
+
+    def __init__(self, source, samples: list):
+        self._source = source
+        self._samples = samples
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def __getitem__(self, i):
+        return self._samples[i]
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._source, name)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (int, float, str, bytes, bool)) or a is None:
+        return a == b
+    try:
+        import numpy as np
+
+        if isinstance(a, np.ndarray):
+            return isinstance(b, np.ndarray) and a.shape == b.shape and bool(np.array_equal(a, b))
+    except ImportError:
+        pass
+    return False  # an object we cannot compare: do not assume it is repeatable
+
+
+def _nbytes(sample) -> int:
+    if isinstance(sample, torch.Tensor):
+        return sample.element_size() * sample.nelement()
+    if isinstance(sample, (list, tuple)):
+        return sum(_nbytes(x) for x in sample) + 64
+    if isinstance(sample, dict):
+        return sum(_nbytes(x) for x in sample.values()) + 64
+    return getattr(sample, "nbytes", 64)
+
+
+def plan(dataset, max_bytes: int = MAX_BYTES, max_seconds: float = MAX_SECONDS) -> str | None:
+    """Why this dataset cannot be precomputed, or None when it can."""
+    if isinstance(dataset, (torch.utils.data.IterableDataset, Precomputed)) or not hasattr(dataset, "__getitem__"):
+        return "the dataset is not a map-style Dataset"
+    try:
+        n = len(dataset)
+    except TypeError:
+        return "the dataset has no length"
+    if n == 0:
+        return "the dataset is empty"
+    probes = sorted({int(i * (n - 1) / max(1, PROBES - 1)) for i in range(PROBES)})
+    t0 = time.perf_counter()
+    for i in probes:
+        if not _same(dataset[i], dataset[i]):
+            return f"dataset[{i}] differs between two reads (random transforms): precomputing would freeze them"
+    per_sample = (time.perf_counter() - t0) / (2 * len(probes))
+    size = _nbytes(dataset[probes[0]]) * n
+    if size > max_bytes:
+        return f"the samples would take ~{size / (1 << 30):.1f} GiB (limit {max_bytes / (1 << 30):.0f} GiB)"
+    if per_sample * n > max_seconds:
+        return f"computing every sample would take ~{per_sample * n:.0f} s (limit {max_seconds:.0f} s)"
+    return None
+
+
+def precompute(dataset) -> Precomputed:
+    """Every sample, computed once; the random generators are left as they were found."""
+    states = _rng_states()
+    try:
+        return Precomputed(dataset, [dataset[i] for i in range(len(dataset))])
+    finally:
+        _restore(states)
+
+
+def _rng_states() -> tuple:
+    try:
+        import numpy as np
+
+        np_state = np.random.get_state()
+    except ImportError:
+        np_state = None
+    return torch.get_rng_state(), random.getstate(), np_state
+
+
+def _restore(states: tuple) -> None:
+    torch.set_rng_state(states[0])
+    random.setstate(states[1])
+    if states[2] is not None:
+        import numpy as np
+
+        np.random.set_state(states[2])
+
+
+def apply(params) -> None:
+    max_bytes = int(params.get("max_bytes", MAX_BYTES))
+    max_seconds = float(params.get("max_seconds", MAX_SECONDS))
+
+    def make(orig):
+        def __init__(self, *args, **kwargs):
+            in_kwargs = "dataset" in kwargs
+            dataset = kwargs["dataset"] if in_kwargs else (args[0] if args else None)
+            if dataset is not None:
+                states = _rng_states()
+                why = plan(dataset, max_bytes, max_seconds)
+                _restore(states)  # the probes' random draws are not the script's
+                if why is None:
+                    dataset = precompute(dataset)
+                    if in_kwargs:
+                        kwargs["dataset"] = dataset
+                    else:
+                        args = (dataset, *args[1:])
+                else:
+                    not_applied(NAME, why)
+            return orig(self, *args, **kwargs)
+        return __init__
+
+    wrap(torch.utils.data.DataLoader, "__init__", make)

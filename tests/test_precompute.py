@@ -1,0 +1,91 @@
+"""The precompute-samples intervention: deterministic datasets are computed once before
+training (and the loader serves the stored samples); random ones are refused with a reason."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from test_runner_support import write
+
+from advisor.interventions import precompute
+from advisor.runner.parent import run_child
+
+
+class Converting(torch.utils.data.Dataset):
+    """uint8 images converted per read, like the slow CIFAR recipe."""
+
+    def __init__(self, n=20):
+        g = torch.Generator().manual_seed(0)
+        self.images = torch.randint(0, 255, (n, 3, 4, 4), dtype=torch.uint8, generator=g)
+        self.reads = 0
+        self.classes = ["a", "b"]
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        self.reads += 1
+        return self.images[i].float() / 255.0, i % 2
+
+
+class Augmenting(Converting):
+    def __getitem__(self, i):
+        x, y = super().__getitem__(i)
+        return x + torch.rand(1), y
+
+
+def test_deterministic_dataset_is_computed_once_and_keeps_its_attributes():
+    ds = Converting()
+    assert precompute.plan(ds) is None
+    torch.manual_seed(1)
+    random.seed(1)
+    before = (torch.rand(1), random.random())
+    torch.manual_seed(1)
+    random.seed(1)
+    cached = precompute.precompute(ds)
+    assert (torch.rand(1), random.random()) == before  # the script's random stream is untouched
+    reads = ds.reads
+    assert len(cached) == 20 and cached.classes == ["a", "b"]
+    for i in range(20):
+        x, y = cached[i]
+        assert torch.equal(x, ds.images[i].float() / 255.0) and y == i % 2
+    assert ds.reads == reads  # served from storage
+    loader = torch.utils.data.DataLoader(cached, batch_size=8, num_workers=2)
+    assert sum(len(b[0]) for b in loader) == 20
+
+
+def test_random_or_large_datasets_are_refused():
+    assert "differs between two reads" in precompute.plan(Augmenting())
+    assert "GiB" in precompute.plan(Converting(), max_bytes=100)
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(range(4))
+
+    assert "map-style" in precompute.plan(Stream())
+
+
+def test_trial_child_refuses_random_transforms_with_a_note(tmp_path, capfd):
+    script = write(tmp_path / "train.py", """
+        import torch
+        class Aug(torch.utils.data.Dataset):
+            def __len__(self): return 16
+            def __getitem__(self, i): return torch.rand(2), 0
+        loader = torch.utils.data.DataLoader(Aug(), batch_size=4)
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for epoch in range(100):
+            for x, y in loader:
+                model(x).sum().backward(); opt.step(); opt.zero_grad()
+    """)
+    spec = {"script": str(script), "argv": ["train.py"], "cwd": str(tmp_path), "run_dir": str(tmp_path / "run"),
+            "run_name": "01-trial", "warmup_steps": 1, "profile_steps": 0, "measure_steps": 2,
+            "record_memory": False, "with_stack": False, "sandbox_writes": True, "tb_dir": str(tmp_path / "tb"),
+            "seed": 0, "interventions": [{"name": "precompute-samples", "params": {}}]}
+    res = run_child(spec, timeout=120, step_timeout=60)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert any(n.startswith("intervention not applied: precompute-samples: dataset[0] differs") for n in res["notes"])
+
+    from advisor.trials import _verdict
+    status, reason, *_ = _verdict([res], [res], res, 0.05, False, "precompute-samples")
+    assert status == "skipped" and "random transforms" in reason
