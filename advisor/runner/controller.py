@@ -19,6 +19,7 @@ import torch
 
 from advisor.runner._util import flush_std, one_line_exception, write_json_atomic
 from advisor.runner.ranges import Ranges
+from advisor.runner.window import Window
 
 
 class StopScript(BaseException):
@@ -36,12 +37,8 @@ class Controller:
         self.profile_n = max(0, int(spec.get("profile_steps", 3)))
         self.measure_n = max(0, int(spec.get("measure_steps", 20)))
         # Short steps make a short window, and a short window is at the mercy of the host's
-        # moment-to-moment speed: measure for at least measure_min_s, up to 3x the steps.
-        self.measure_min_s = max(0.0, float(spec.get("measure_min_s", 0.0)))
-        self.measure_cap = 3 * self.measure_n
-        self._t_measure0 = 0.0
-        self.measure_window_ms = None
-        self.batches_per_epoch = None   # len() of the training loop's DataLoader (hooks.py)
+        # moment-to-moment speed: measure for at least measure_min_s (window.py).
+        self.window = Window(self.measure_n, spec.get("measure_min_s", 0.0))
         # One extra step warms the profiler up (its schedule's warmup) before the active ones.
         self.total = self.warmup + self.measure_n + (self.profile_n + 1 if self.profile_n else 0)
         self.profile_end = self.total
@@ -66,14 +63,10 @@ class Controller:
         self.stop_requested = False
         self.finishing = False
 
-        self.step_times_ms: list[float] = []
         self.warmup_step_times_ms: list[float] = []  # wall time, not synchronized
         self.interventions_applied: list[str] = []
         self._t_warm = perf_counter()
-        self.data_wait_ms: list[float] = []
         self.data_acc = 0.0         # seconds blocked in DataLoader __next__ this step
-        self._t_prev = None
-        self.cuda_sync = False
 
         self.cur_loss = None        # detached tensor .backward() was first called on this step
         self._loss_refs: list = []  # per step: tensor | float | None
@@ -148,12 +141,12 @@ class Controller:
         return {
             "stage": self.stage,
             "steps_seen": self.steps_seen,
-            "step_times_ms": [round(x, 4) for x in self.step_times_ms],
-            "measure_window_ms": None if self.measure_window_ms is None else round(self.measure_window_ms, 4),
+            "step_times_ms": [round(x, 4) for x in self.window.step_times_ms],
+            "measure_window_ms": None if self.window.window_ms is None else round(self.window.window_ms, 4),
             "step_timing": "window",
-            "batches_per_epoch": self.batches_per_epoch,
+            "batches_per_epoch": self.window.batches_per_epoch,
             "warmup_step_times_ms": [round(x, 4) for x in self.warmup_step_times_ms],
-            "data_wait_ms": [round(x, 4) for x in self.data_wait_ms],
+            "data_wait_ms": [round(x, 4) for x in self.window.data_wait_ms],
             "losses": self._losses(),
             "batch_size": self.batch_size,
             "batch_size_source": self.batch_size_source,
@@ -326,23 +319,10 @@ class Controller:
             else:
                 self._prof_call("step")
         elif phase == "measure":
-            # One window, synchronized at its two ends only: a sync per step would stop the
-            # CPU from queueing the next step while the GPU works, and so would time a
-            # different (serialized) program. Per-step times are host-side boundaries; they
-            # add up to the synchronized window.
-            t = perf_counter()
-            k = len(self.step_times_ms) + 1
-            last = self._window_done(k, t - self._t_measure0)
-            if last and self.cuda_sync:
-                torch.cuda.synchronize()
-                t = perf_counter()
-            self.step_times_ms.append((t - self._t_prev) * 1e3)
-            self.data_wait_ms.append(self.data_acc * 1e3)
+            last = self.window.step(self.data_acc)
             self.data_acc = 0.0
-            self._t_prev = t
-            self.progress("measure", n, step_ms=round(self.step_times_ms[-1], 3))
+            self.progress("measure", n, step_ms=round(self.window.step_times_ms[-1], 3))
             if last:
-                self.measure_window_ms = (t - self._t_measure0) * 1e3
                 self.total = self.steps_seen + (self.profile_n + 1 if self.profile_n else 0)
                 self.stage = "timed"
                 self.save()
@@ -353,20 +333,6 @@ class Controller:
         else:  # done: the script swallowed StopScript; stop it again
             if not self.finishing:
                 self._stop_now()
-
-    def _window_done(self, k: int, elapsed: float) -> bool:
-        """Is a window of k measured steps, elapsed seconds long, complete?"""
-        if k < self.measure_n:
-            return False
-        per_epoch = self.batches_per_epoch
-        if per_epoch and per_epoch <= self.measure_cap:
-            # Whole epochs: any k*L consecutive steps hold exactly k epoch starts, where the
-            # loader's workers make a fresh first batch (on an H100, 150-260 ms against 15 ms
-            # steps). Windows holding one or two of them differed by 20%.
-            if k % per_epoch:
-                return False
-            return elapsed >= self.measure_min_s or k + per_epoch > max(self.measure_cap, 2 * per_epoch)
-        return elapsed >= self.measure_min_s or k >= self.measure_cap
 
     def _after_warmup(self) -> None:
         if self.measure_n > 0:
@@ -388,18 +354,12 @@ class Controller:
         self.phase = "measure"
         if self.hooks is not None:
             self.hooks.remove_loop_hooks()
-        try:
-            self.cuda_sync = bool(torch.cuda.is_initialized())
-        except Exception:
-            self.cuda_sync = False
         if self.observer is not None:
             self.observer.snapshot_backends()
         self.save()
         self.progress("measuring", self.steps_seen)
-        if self.cuda_sync:
-            torch.cuda.synchronize()
         self.data_acc = 0.0
-        self._t_prev = self._t_measure0 = perf_counter()
+        self.window.start()
 
     def _done(self) -> None:
         self.phase = "done"

@@ -158,7 +158,7 @@ class Hooks:
                 self.c.batch_size = int(t.shape[0])
                 self.c.batch_size_source = "dataloader"
             try:
-                self.c.batches_per_epoch = int(len(it)) or None
+                self.c.window.batches_per_epoch = int(len(it)) or None
             except TypeError:  # an IterableDataset without __len__: no epochs to align to
                 pass
         except Exception as e:
