@@ -31,6 +31,7 @@ ALL_FIXES = [
     ("tf32", {}),
     ("dataloader-workers", {"num_workers": 2, "pin_memory": True}),
     ("pin-memory", {"pin_memory": True}),
+    ("precompute-samples", {}),
     ("batch-size", {"factor": 2}),
     ("channels-last", {}),
     ("amp", {"dtype": "bfloat16"}),
@@ -197,6 +198,7 @@ def test_all_fixes_compose_apply_and_run(cifar):
     assert literal(dl["prefetch_factor"]) == 4 and literal(dl["pin_memory"]) is True
     assert ast.unparse(dl["batch_size"]) == "args.batch_size * 2"
     assert literal(dl["drop_last"]) is True and literal(dl["shuffle"]) is True        # untouched
+    assert ast.unparse(calls(tree, "DataLoader")[0].args[0]) == "[dataset[i] for i in range(len(dataset))]"
     assert LR_COMMENT in cifar.read_text()
 
     sgd = kwargs(calls(tree, "SGD")[0])

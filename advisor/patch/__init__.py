@@ -26,7 +26,7 @@ from typing import Callable
 
 from .core import PatchContext, SkipFix
 from .flag_fixes import cudnn_benchmark, fused_optimizer, set_to_none, tf32
-from .loader_fixes import LR_COMMENT, batch_size, dataloader
+from .loader_fixes import LR_COMMENT, batch_size, dataloader, precompute_samples
 from .model_fixes import amp, channels_last, torch_compile
 
 __all__ = ["LR_COMMENT", "make_patch", "patch_for"]
@@ -39,6 +39,7 @@ _EDITORS: dict[str, Callable[[PatchContext, dict, dict], dict]] = {
     "tf32": tf32,
     "dataloader-workers": dataloader,
     "pin-memory": dataloader,
+    "precompute-samples": precompute_samples,
     "batch-size": batch_size,
     "channels-last": channels_last,
     "amp": amp,

@@ -148,3 +148,22 @@ def batch_size(ctx: PatchContext, fix: dict, p: dict) -> dict:
             return s.with_changes(leading_lines=[*lines, cst.EmptyLine(comment=cst.Comment(LR_COMMENT))])
         ctx.on_node(f, stmt, comment)
     return applied(here, [new_code, "comment: scale the learning rate with the batch"], changes_numerics=True)
+
+
+def precompute_samples(ctx: PatchContext, fix: dict, p: dict) -> dict:
+    """precompute-samples: the DataLoader reads a list of the dataset's samples, made once."""
+    f, call = _dataloader_call(ctx, fix)
+    here = location(f, f.line_of(call))
+    found = find_arg(call, "dataset", 0)
+    if found is None:
+        raise SkipFix(f"no dataset argument in the DataLoader call at {here}")
+    text = code_of(found[1].value)
+    if not isinstance(found[1].value, cst.Name):
+        raise SkipFix(f"the dataset at {here} is an expression ({text}), not a name: precompute it yourself")
+    value = f"[{text}[i] for i in range(len({text}))]"
+
+    def edit(c: cst.Call) -> cst.Call:
+        return set_arg(c, "dataset", value, 0)
+    ctx.on_node(f, call, edit)
+    return applied(here, [f"dataset={value} (samples computed once; keep random augmentation out of it)"],
+                   warning="only for deterministic per-sample work: advisor checked that dataset[i] repeats")
