@@ -31,7 +31,7 @@ NAME = "exposed-communication"
 SEVERITY = "warning"
 NEEDS = ("steps",)
 FIX = "overlap-communication"
-HITS = ("ddp_cpu_exposed_rank0",)
+HITS = ("ddp_cpu_exposed_rank0", "ddp_nccl_exposed_rank0", "ddp_nccl_exposed_case")
 NON_HITS = {"amp_bf16_channels_last": "single GPU: no communication"}
 _WHAT = {"nccl": "NCCL kernel time", "cpu": "CPU collective (gloo) time"}
 

@@ -34,6 +34,7 @@ NEEDS = ("ranks",)
 FIX = None
 HITS = ("ddp_cpu_straggler_case",)
 NON_HITS = {"ddp_cpu_exposed_case": "balanced ranks: about equal time in communication",
+            "ddp_nccl_exposed_case": "balanced ranks over NCCL on 2 H200s",
             "amp_bf16_channels_last": "one rank only: skipped, not guessed"}
 
 
