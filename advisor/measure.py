@@ -37,25 +37,6 @@ def samples_per_s(child: dict) -> float | None:
     return batch * 1000.0 / ms if ms and batch else None
 
 
-def run_noise(a: dict, b: dict) -> float:
-    """Relative run-to-run noise from two runs of the same configuration.
-
-    The difference of the two medians, and each run's own spread of medians (IQR/median
-    scaled down by sqrt(n), as a median's standard error), whichever is larger.
-    """
-    ma, mb = step_ms(a), step_ms(b)
-    if not ma or not mb:
-        return 0.0
-    between = abs(ma - mb) / min(ma, mb)
-    within = 0.0
-    for run, med in ((a, ma), (b, mb)):
-        times = step_times(run)
-        if len(times) >= 4:
-            q = statistics.quantiles(times, n=4)
-            within = max(within, (q[2] - q[0]) / med / math.sqrt(len(times)))
-    return max(between, within)
-
-
 def acceptance_threshold(noise: float, n_ref: int = 1, n_trial: int = 1) -> float:
     """max(3%, twice the noise of the comparison). ``noise`` is the run-to-run noise of one
     run against one run; comparing the means of n_ref and n_trial runs shrinks it by

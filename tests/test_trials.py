@@ -101,7 +101,7 @@ def test_numerics_verdicts():
 def test_noise_threshold():
     a = {"step_times_ms": [10.0] * 20, "batch_size": 8}
     b = {"step_times_ms": [11.0] * 20, "batch_size": 8}
-    noise = measure.run_noise(a, b)
+    noise = measure.pooled_noise([[a, b]])
     assert abs(noise - 0.1) < 1e-9
     assert measure.acceptance_threshold(noise) == pytest.approx(0.2)
     assert measure.acceptance_threshold(0.001) == 0.03
