@@ -161,7 +161,7 @@ def test_slow_gpu_run_has_the_expected_ranked_findings():
     assert max(slow, key=lambda f: f["estimated_gain_ms"] or 0)["code"] in ("ADV103", "ADV109", "ADV110")
     by_code = {f["code"]: f for f in slow}
     assert by_code["ADV103"]["severity"] == "error"  # > 20% of the step (XProf's input-bound line)
-    assert any("examples/cifar_resnet.py:" in (f["fix"] or {}).get("where") or "" for f in slow)
+    assert any("examples/cifar_resnet.py:" in ((f["fix"] or {}).get("where") or "") for f in slow)
 
 
 def test_tuned_gpu_run_has_none_of_the_slow_recipe_findings():
