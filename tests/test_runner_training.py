@@ -153,6 +153,30 @@ def test_measure_window_spans_whole_epochs(tmp_path, capfd):
     assert res["status"] == "complete" and len(res["step_times_ms"]) == 10
 
 
+def test_compiled_model_recompiles_before_the_window_opens(tmp_path, capfd):
+    """advisor's loop hooks come off when the window opens; torch.compile guards on them, so a
+    compiled model recompiles then. Those steps pass untimed (an H100 run had an 808 ms step
+    inside a window of 4 ms steps)."""
+    script = write(tmp_path / "compiled.py", """
+        import torch
+        model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        model.compile()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        x = torch.randn(32, 16)
+        for i in range(10000):
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    """)
+    res, *_ = run_advised(capfd, script, ["compiled.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
+                          warmup_steps=2, profile_steps=1, measure_steps=6, measure_min_s=0)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert res["settle_steps"] == 3
+    times = sorted(res["step_times_ms"])
+    assert len(times) == 6 and times[-1] < 20 * times[len(times) // 2], res["step_times_ms"]
+    assert res["steps_seen"] == 2 + 3 + 6 + (1 + 3) + 1  # the profiler's warmup also lets it recompile
+
+
 def test_advisor_step_is_noop_outside_advisor(tmp_path):
     import subprocess
     import sys

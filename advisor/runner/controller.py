@@ -19,7 +19,7 @@ import torch
 
 from advisor.runner._util import flush_std, one_line_exception, write_json_atomic
 from advisor.runner.ranges import Ranges
-from advisor.runner.window import Window
+from advisor.runner.window import Window, settle_steps
 
 
 class StopScript(BaseException):
@@ -39,6 +39,8 @@ class Controller:
         # Short steps make a short window, and a short window is at the mercy of the host's
         # moment-to-moment speed: measure for at least measure_min_s (window.py).
         self.window = Window(self.measure_n, spec.get("measure_min_s", 0.0))
+        self.settle = 0     # untimed steps left before the window opens
+        self.settled = 0
         # One extra step warms the profiler up (its schedule's warmup) before the active ones.
         self.total = self.warmup + self.measure_n + (self.profile_n + 1 if self.profile_n else 0)
         self.profile_end = self.total
@@ -145,6 +147,7 @@ class Controller:
             "measure_window_ms": None if self.window.window_ms is None else round(self.window.window_ms, 4),
             "step_timing": "window",
             "batches_per_epoch": self.window.batches_per_epoch,
+            "settle_steps": self.settled,
             "warmup_step_times_ms": [round(x, 4) for x in self.warmup_step_times_ms],
             "data_wait_ms": [round(x, 4) for x in self.window.data_wait_ms],
             "losses": self._losses(),
@@ -318,12 +321,18 @@ class Controller:
                 self._done()
             else:
                 self._prof_call("step")
+        elif phase == "measure" and self.settle:
+            self.settle -= 1
+            self.settled += 1
+            if not self.settle:
+                self.data_acc = 0.0
+                self.window.start()
         elif phase == "measure":
             last = self.window.step(self.data_acc)
             self.data_acc = 0.0
             self.progress("measure", n, step_ms=round(self.window.step_times_ms[-1], 3))
             if last:
-                self.total = self.steps_seen + (self.profile_n + 1 if self.profile_n else 0)
+                self.total = self.steps_seen + (self.profile_n + 1 + settle_steps() if self.profile_n else 0)
                 self.stage = "timed"
                 self.save()
                 if self.profile_n > 0:
@@ -343,12 +352,14 @@ class Controller:
             self._done()
 
     def _enter_profile(self) -> None:
-        """Phase ranges back on, and the profiler started with one warmup step."""
+        """Phase ranges back on, and the profiler started with one warmup step (more for a
+        compiled model, which recompiles now that the hooks are back: see _enter_measure)."""
         if self.hooks is not None and not self.hooks.loop_active:
             self.hooks._install_loop_hooks()
         self.phase = "profile"
-        self.profile_end = self.steps_seen + 1 + self.profile_n
-        self._start_profiler(sched_warmup=1)
+        warm = 1 + settle_steps()
+        self.profile_end = self.steps_seen + warm + self.profile_n
+        self._start_profiler(sched_warmup=warm)
 
     def _enter_measure(self) -> None:
         self.phase = "measure"
@@ -359,7 +370,12 @@ class Controller:
         self.save()
         self.progress("measuring", self.steps_seen)
         self.data_acc = 0.0
-        self.window.start()
+        # Removing the loop hooks changes torch.compile's guards: a compiled model recompiles
+        # (and re-records its CUDA graphs) in the next steps. On an H100 one such step took
+        # 808 ms inside a window of 4 ms steps; let those steps pass untimed.
+        self.settle = settle_steps()
+        if not self.settle:
+            self.window.start()
 
     def _done(self) -> None:
         self.phase = "done"

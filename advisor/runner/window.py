@@ -61,3 +61,14 @@ class Window:
                 return False
             return elapsed >= self.min_s or k + per_epoch > max(self.cap, 2 * per_epoch)
         return elapsed >= self.min_s or k >= self.cap
+
+
+def settle_steps() -> int:
+    """Untimed steps before the window when torch.compile has compiled anything in this
+    process: a recompile, then CUDA graph trees' warm-up and recording runs."""
+    try:
+        from torch._dynamo.utils import counters
+
+        return 3 if counters["stats"]["unique_graphs"] else 0
+    except Exception:
+        return 0
