@@ -148,144 +148,171 @@ def _describe(child: dict, analysis: dict | None, base: dict) -> dict:
 
 def run_trials(ctx: TrialContext) -> dict:
     """Run the ladder; returns {"noise", "threshold", "trials": [...], "stack": [...], "apart": [...]}."""
-    say = ctx.progress or (lambda s: None)
-    trials: list[dict] = []
-    result = {"noise": None, "threshold": None, "trials": trials, "stack": [], "apart": [], "interrupted": False,
-              "processes": 1}
-    base = ctx.baseline
-    try:
-        say("repeating the baseline to measure run-to-run noise")
-        repeat, _, _ = _run(ctx, "00-baseline-repeat", [])
-        result["processes"] += 1
-        repeat_ok = repeat.get("status") == "complete"
-        # Every configuration timed more than once feeds the pooled noise estimate.
-        groups: list[list[dict]] = [[base, repeat] if repeat_ok else [base]]
-        noise = (measure.pooled_noise(groups) if repeat_ok else None) or 0.0
-        # Trials run seeded (spec seed 0) and so does the repeat; the baseline ran exactly as
-        # python would, unseeded. Losses are compared with the seeded twin when there is one.
-        loss_ref = repeat if repeat_ok else base
-        threshold = measure.acceptance_threshold(noise)
-        result.update(noise=noise, threshold=threshold)
-        trials.append({"name": "00-baseline-repeat", "fix": "baseline (repeat)", "status": "reference",
-                       "reason": f"run-to-run noise {noise:.1%}; one run against one is accepted above {threshold:.1%}",
-                       "interventions": [], **_describe(repeat, None, base)})
+    return _Ladder(ctx).run()
 
-        queue = candidates_from_findings(ctx.baseline_findings, ctx.environment, ctx.only)
-        stack: list[Candidate] = []
-        ref_runs, ref_config = groups[0], base.get("config") or {}
-        tried: set[str] = set()
+
+class _Ladder:
+    """The state of one ladder: the kept stack, its reference runs, the pooled noise, the queue."""
+
+    def __init__(self, ctx: TrialContext):
+        self.ctx = ctx
+        self.say = ctx.progress or (lambda s: None)
+        self.trials: list[dict] = []
+        self.result = {"noise": None, "threshold": None, "trials": self.trials, "stack": [], "apart": [],
+                       "interrupted": False, "processes": 1}
+        self.base = ctx.baseline
+        self.stack: list[Candidate] = []
+        self.groups: list[list[dict]] = []   # every configuration timed more than once: pooled noise
+        self.noise = 0.0
+        self.ref_runs: list[dict] = []
+        self.ref_config: dict = self.base.get("config") or {}
+        self.loss_ref = self.base
+        self.queue: list[Candidate] = []
+        self.tried: set[str] = set()
         # Values of one setting (worker counts) compete: the best accepted one is kept once
         # the last of them has run. group -> (candidate, runs, analysis, model, record)
-        pending: dict[str, tuple] = {}
-        n = 0
+        self.pending: dict[str, tuple] = {}
+        self.slow: set[str] = set()      # rejected as not faster: worth one more try once the
+        self.retried: set[str] = set()   # bottleneck has moved (AMP cannot show while loader-bound)
+        self.n = 0
 
-        slow: set[str] = set()      # rejected as not faster: worth one more try once the
-        retried: set[str] = set()   # bottleneck has moved (AMP cannot show while loader-bound)
+    def _process(self, name: str, stack: list[Candidate], profile: bool = True):
+        self.result["processes"] += 1
+        return _run(self.ctx, name, stack, profile)
 
-        def commit(cand, runs, analysis, model, name):
-            nonlocal ref_runs, ref_config, queue, groups, noise
-            stack.append(cand)
-            result["stack"] = [c.as_spec() for c in stack]
-            # Time the new reference once more: its own noise joins the pooled estimate (a
-            # GPU-bound stack is often far steadier than a loader-bound baseline).
-            if not _out_of_budget(ctx):
-                again, _, _ = _run(ctx, f"{name}-repeat", stack, profile=False)
-                result["processes"] += 1
-                if again.get("status") == "complete":
-                    runs = [*runs, again]
-                    groups = _regroup(groups, runs)
-                    noise = measure.pooled_noise(groups) or noise
-            ref_runs, ref_config = runs, runs[0].get("config") or ref_config
-            retry = slow - retried
-            queue = _requeue(queue, runs[0], analysis, model, ctx, tried - retry)
-            for c in queue:
-                if c.key in retry:
-                    tried.discard(c.key)
-                    retried.add(c.key)
+    def _pool(self, *runs_lists: list[dict]) -> None:
+        self.groups = _regroup(self.groups, *runs_lists)
+        self.noise = measure.pooled_noise(self.groups) or self.noise
 
-        while queue:
-            cand = queue.pop(0)
-            if cand.key in tried or (cand.group is None and cand.name in {c.name for c in stack}):
-                continue
-            tried.add(cand.key)
-            if cand.name in APART:
-                result["apart"].append(cand)
-                continue
-            if _out_of_budget(ctx) or n >= ctx.max_trials:
-                trials.append({"name": cand.key, "fix": cand.name, "status": "not run",
-                               "reason": "trial budget spent", "interventions": []})
-                continue
-            mod = interventions.get(cand.name)
-            why = mod.not_applicable(ref_config, ctx.environment, cand.params)
-            if why:
-                trials.append({"name": cand.key, "fix": cand.name, "params": cand.params, "status": "skipped",
-                               "reason": why, "origin": cand.origin, "interventions": []})
+    def run(self) -> dict:
+        try:
+            self._reference()
+            self.queue = candidates_from_findings(self.ctx.baseline_findings, self.ctx.environment, self.ctx.only)
+            while self.queue:
+                cand = self.queue.pop(0)
+                if cand.key in self.tried or (cand.group is None and cand.name in {c.name for c in self.stack}):
+                    continue
+                self.tried.add(cand.key)
+                if cand.name in APART:
+                    self.result["apart"].append(cand)
+                    continue
+                self._trial(cand)
+                if cand.group and cand.group in self.pending and not any(c.group == cand.group for c in self.queue):
+                    winner = self.pending.pop(cand.group)
+                    self._commit(*winner[:4], winner[4]["name"])
+            self.result["noise"], self.result["threshold"] = self.noise, measure.acceptance_threshold(self.noise)
+            self.result["apart"] = [_run_apart(self.ctx, c, self.stack, self.ref_runs, self.loss_ref, self.noise,
+                                               self.trials)
+                                    for c in self.result["apart"] if not _out_of_budget(self.ctx)]
+        except KeyboardInterrupt:
+            self.result["interrupted"] = True  # result["stack"] holds what was committed so far
+        return self.result
+
+    def _reference(self) -> None:
+        self.say("repeating the baseline to measure run-to-run noise")
+        repeat, _, _ = self._process("00-baseline-repeat", [])
+        repeat_ok = repeat.get("status") == "complete"
+        self.groups = [[self.base, repeat] if repeat_ok else [self.base]]
+        self.noise = (measure.pooled_noise(self.groups) if repeat_ok else None) or 0.0
+        self.ref_runs = self.groups[0]
+        # Trials run seeded (spec seed 0) and so does the repeat; the baseline ran exactly as
+        # python would, unseeded. Losses are compared with the seeded twin when there is one.
+        self.loss_ref = repeat if repeat_ok else self.base
+        threshold = measure.acceptance_threshold(self.noise)
+        self.result.update(noise=self.noise, threshold=threshold)
+        self.trials.append({"name": "00-baseline-repeat", "fix": "baseline (repeat)", "status": "reference",
+                            "reason": f"run-to-run noise {self.noise:.1%}; one run against one is accepted above {threshold:.1%}",
+                            "interventions": [], **_describe(repeat, None, self.base)})
+
+    def _trial(self, cand: Candidate) -> None:
+        ctx = self.ctx
+        if _out_of_budget(ctx) or self.n >= ctx.max_trials:
+            self.trials.append({"name": cand.key, "fix": cand.name, "status": "not run",
+                                "reason": "trial budget spent", "interventions": []})
+            return
+        mod = interventions.get(cand.name)
+        why = mod.not_applicable(self.ref_config, ctx.environment, cand.params)
+        if why:
+            self.trials.append({"name": cand.key, "fix": cand.name, "params": cand.params, "status": "skipped",
+                                "reason": why, "origin": cand.origin, "interventions": []})
+            return
+        self.n += 1
+        values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
+        name = f"{self.n:02d}-{cand.name}" + (f"-{'-'.join(values)}" if cand.group and values else "")
+        self.say(f"trial {name}: {mod.describe(cand.params)}")
+        child, analysis, model = self._process(name, [*self.stack, cand])
+        runs = [child]
+        rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
+               "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,
+               "interventions": [c.key for c in [*self.stack, cand]], **_describe(child, analysis, self.base)}
+        status, reason, gain, used = self._confirm(name, cand, runs, mod.CHANGES_NUMERICS)
+        rec.update(status=status, reason=reason, gain_vs_previous=gain, threshold=used,
+                   runs=len(runs), reference_runs=len(self.ref_runs), noise_at_verdict=self.noise)
+        if len(runs) > 1:
+            rec["step_time_ms"] = statistics.fmean(measure.step_ms(r) for r in runs)
+            rec["speedup_vs_baseline"] = _plus_one(measure.pooled_gain(runs, self.groups[0]))
+            if rec.get("batch_size"):
+                rec["samples_per_s"] = rec["batch_size"] * 1000.0 / rec["step_time_ms"]
+        self.trials.append(rec)
+        if rec["status"] == "accepted":
+            if cand.group is None:
+                self._commit(cand, runs, analysis, model, name)
             else:
-                n += 1
-                values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
-                name = f"{n:02d}-{cand.name}" + (f"-{'-'.join(values)}" if cand.group and values else "")
-                say(f"trial {name}: {mod.describe(cand.params)}")
-                child, analysis, model = _run(ctx, name, [*stack, cand])
-                result["processes"] += 1
-                runs = [child]
-                rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
-                       "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,
-                       "interventions": [c.key for c in [*stack, cand]], **_describe(child, analysis, base)}
-                verdict = _verdict(runs, ref_runs, loss_ref, noise, mod.CHANGES_NUMERICS, cand.name)
-                # Inside the noise band but possibly real: time the reference and the trial
-                # again, alternately, so that slow drift of the host hits both alike.
-                while verdict[0] == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not _out_of_budget(ctx):
-                    say(f"trial {name}: {verdict[1]}; timing the reference and the trial again")
-                    k = len(runs)
-                    again_ref, _, _ = _run(ctx, f"{name}-confirm{k}-reference", stack, profile=False)
-                    again, _, _ = _run(ctx, f"{name}-confirm{k}", [*stack, cand], profile=False)
-                    result["processes"] += 2
-                    if again_ref.get("status") == "complete":
-                        ref_runs = [*ref_runs, again_ref]
-                    if again.get("status") == "complete":
-                        runs.append(again)
-                    groups = _regroup(groups, ref_runs, runs)
-                    noise = measure.pooled_noise(groups) or noise
-                    verdict = _verdict(runs, ref_runs, loss_ref, noise, mod.CHANGES_NUMERICS, cand.name)
-                status, reason, gain, used = verdict
-                if status == "unsure":
-                    status, reason = "rejected", reason + "; not confirmed"
-                rec.update(status=status, reason=reason, gain_vs_previous=gain, threshold=used,
-                           runs=len(runs), reference_runs=len(ref_runs), noise_at_verdict=noise)
-                if len(runs) > 1:
-                    rec["step_time_ms"] = statistics.fmean(measure.step_ms(r) for r in runs)
-                    rec["speedup_vs_baseline"] = _plus_one(measure.pooled_gain(runs, groups[0]))
-                    if rec.get("batch_size"):
-                        rec["samples_per_s"] = rec["batch_size"] * 1000.0 / rec["step_time_ms"]
-                trials.append(rec)
-                if rec["status"] == "accepted":
-                    if cand.group is None:
-                        commit(cand, runs, analysis, model, name)
-                    else:
-                        # A group's values come in ascending order (worker counts); a later
-                        # one within the noise of the best wins: more headroom for the fixes
-                        # that make the GPU faster afterwards.
-                        best = pending.get(cand.group)
-                        if best is None or _relative(rec, best[4]) > -used / 2:
-                            if best is not None:
-                                best[4]["status"], best[4]["reason"] = "superseded", \
-                                    f"{name} was as fast within noise, with more headroom"
-                            pending[cand.group] = (cand, runs, analysis, model, rec)
-                        else:
-                            rec["status"], rec["reason"] = "superseded", f"{best[4]['name']} was faster"
-                elif rec["status"] == "rejected" and not rec["reason"].startswith("numerics"):
-                    slow.add(cand.key)
-                if cand.key in retried:
-                    rec["reason"] += " (tried again after the stack changed)"
-            if cand.group and cand.group in pending and not any(c.group == cand.group for c in queue):
-                winner = pending.pop(cand.group)
-                commit(*winner[:4], winner[4]["name"])
-        result["noise"], result["threshold"] = noise, measure.acceptance_threshold(noise)
-        result["apart"] = [_run_apart(ctx, c, stack, ref_runs, loss_ref, noise, trials) for c in result["apart"]
-                           if not _out_of_budget(ctx)]
-    except KeyboardInterrupt:
-        result["interrupted"] = True  # result["stack"] holds what was committed so far
-    return result
+                self._compete(cand, runs, analysis, model, rec, used)
+        elif rec["status"] == "rejected" and not rec["reason"].startswith("numerics"):
+            self.slow.add(cand.key)
+        if cand.key in self.retried:
+            rec["reason"] += " (tried again after the stack changed)"
+
+    def _confirm(self, name: str, cand: Candidate, runs: list[dict], changes_numerics: bool):
+        """The verdict, after re-timing a gain inside the noise band: the reference and the
+        trial again, alternately, so that slow drift of the host hits both alike."""
+        verdict = _verdict(runs, self.ref_runs, self.loss_ref, self.noise, changes_numerics, cand.name)
+        while verdict[0] == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not _out_of_budget(self.ctx):
+            self.say(f"trial {name}: {verdict[1]}; timing the reference and the trial again")
+            k = len(runs)
+            again_ref, _, _ = self._process(f"{name}-confirm{k}-reference", self.stack, profile=False)
+            again, _, _ = self._process(f"{name}-confirm{k}", [*self.stack, cand], profile=False)
+            if again_ref.get("status") == "complete":
+                self.ref_runs = [*self.ref_runs, again_ref]
+            if again.get("status") == "complete":
+                runs.append(again)
+            self._pool(self.ref_runs, runs)
+            verdict = _verdict(runs, self.ref_runs, self.loss_ref, self.noise, changes_numerics, cand.name)
+        status, reason, gain, used = verdict
+        if status == "unsure":
+            status, reason = "rejected", reason + "; not confirmed"
+        return status, reason, gain, used
+
+    def _compete(self, cand, runs, analysis, model, rec: dict, used: float) -> None:
+        """A group's values come in ascending order (worker counts); a later one within the
+        noise of the best wins: more headroom for the fixes that make the GPU faster afterwards."""
+        best = self.pending.get(cand.group)
+        if best is None or _relative(rec, best[4]) > -used / 2:
+            if best is not None:
+                best[4]["status"], best[4]["reason"] = "superseded", \
+                    f"{rec['name']} was as fast within noise, with more headroom"
+            self.pending[cand.group] = (cand, runs, analysis, model, rec)
+        else:
+            rec["status"], rec["reason"] = "superseded", f"{best[4]['name']} was faster"
+
+    def _commit(self, cand, runs, analysis, model, name: str) -> None:
+        self.stack.append(cand)
+        self.result["stack"] = [c.as_spec() for c in self.stack]
+        # Time the new reference once more: its own noise joins the pooled estimate (a
+        # GPU-bound stack is often far steadier than a loader-bound baseline).
+        if not _out_of_budget(self.ctx):
+            again, _, _ = self._process(f"{name}-repeat", self.stack, profile=False)
+            if again.get("status") == "complete":
+                runs = [*runs, again]
+                self._pool(runs)
+        self.ref_runs, self.ref_config = runs, runs[0].get("config") or self.ref_config
+        retry = self.slow - self.retried
+        self.queue = _requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry)
+        for c in self.queue:
+            if c.key in retry:
+                self.tried.discard(c.key)
+                self.retried.add(c.key)
 
 
 def _relative(rec: dict, other: dict) -> float:
