@@ -103,6 +103,22 @@ def test_inspect_gpu_fixture_json():
     assert res["environment"]["gpu_name"] == "NVIDIA H200"
 
 
+def test_inspect_tells_the_precision_and_layout_configurations_apart():
+    """Real H200 traces of one model in four configurations: each gets the fixes it needs, and
+    only those (AMP for fp32, channels_last for AMP NCHW, neither once both are on)."""
+    def layout_and_precision(name):
+        r = advisor("inspect", "--json", TRACES / f"{name}.pt.trace.json.gz")
+        assert r.returncode == 0, r.stderr
+        found = {f["code"] for f in json.loads(r.stdout)["findings"]}
+        return found & {"ADV101", "ADV117", "ADV102"}
+
+    assert layout_and_precision("fp32_nchw") == {"ADV101"}
+    # TF32 allowed: cuDNN runs NHWC TF32 kernels with transposes around them, and some fp32 ones
+    assert layout_and_precision("tf32_nchw") == {"ADV101", "ADV117", "ADV102"}
+    assert layout_and_precision("amp_bf16_nchw") == {"ADV102"}
+    assert layout_and_precision("amp_bf16_channels_last") == set()
+
+
 def test_inspect_run_directory_uses_its_observed_config():
     r = advisor("inspect", "--json", REPO / "reports" / "examples" / "h200-cifar_resnet")
     res = json.loads(r.stdout)
