@@ -4,8 +4,10 @@ Installed in trial children only (spec ``sandbox_writes``). Files the script ope
 writing (``open``/``io.open``/``Path.open`` with w, a, x or +; ``torch.save`` to a path) are
 redirected to ``<run_dir>/outputs/<the path, made relative>`` when they lie in the script's
 project (its directory or the working directory), or anywhere outside the system temp
-directory when the script's own code (not an installed library's) writes them; advisor's own outputs (the run dir, tb/) are left alone, and so is scratch space
-in the temp directory that is not the project (datasets unpacked by the script, say).
+directory unless an installed library (site-packages, the standard library) writes them there
+for itself, as torch.compile fills ~/.triton; ``torch.save`` is redirected whoever calls it.
+Advisor's own outputs (the run dir, tb/) are left alone, and so is scratch space in the temp
+directory that is not the project (datasets unpacked by the script, say).
 Directories made for them (``os.makedirs``, ``Path.mkdir``) go there too, and a later read of
 a redirected file reads the redirected copy. Each redirected path is noted once.
 """
@@ -57,16 +59,16 @@ class Sandbox:
         full = self._real(path)
         return self.redirected.get(full, path) if full else path
 
-    def target(self, path) -> str | None:
+    def target(self, path, force: bool = False) -> str | None:
         """Where a write to `path` really goes, or None when it may go where asked."""
         full = self._real(path)
         if full is None or self._under(full, self.own):
             return None
         if self._under(full, [self.scratch]) and not self._under(full, self.project):
             return None
-        if not self._under(full, self.project) and not self._called_from_project():
-            # A library's own cache outside the project (~/.triton, ~/.cache/torch, written by
-            # torch.compile, say): redirecting half of a library's files breaks it.
+        if not force and not self._under(full, self.project) and self._called_from_library():
+            # An installed library's own cache outside the project (~/.triton, written by
+            # torch.compile): redirecting half of a library's files broke compilation.
             return None
         p = os.fspath(path)
         dest = os.path.join(self.out, full.lstrip(os.sep))
@@ -75,19 +77,19 @@ class Sandbox:
             self.note(f"trial write redirected: {p} -> {os.path.relpath(dest, self.root)}")
         return dest
 
-    def _called_from_project(self) -> bool:
-        """Is the nearest caller outside this module the user's code (a file in the project,
-        not in an installed package)?"""
+    def _called_from_library(self) -> bool:
+        """Is the nearest caller outside this module an installed package or the standard
+        library? The user's own code, in the project or beside it, is not."""
         frame = sys._getframe(1)
         while frame is not None and frame.f_code.co_filename == __file__:
             frame = frame.f_back
         if frame is None:
             return False
         name = frame.f_code.co_filename
-        if name.startswith("<"):  # "<frozen os>" (os.makedirs recursing), "<string>": not a file
-            return False
+        if name.startswith("<frozen"):  # "<frozen os>": os.makedirs recursing for a caller
+            return True                 # already judged when it called os.makedirs
         path = os.path.realpath(name)
-        return self._under(path, self.project) and not self._under(path, _library_roots())
+        return self._under(path, _library_roots()) and not self._under(path, self.project)
 
     def install(self) -> None:
         sb = self
@@ -138,7 +140,7 @@ class Sandbox:
 
         def save(obj, f, *args, **kwargs):
             if isinstance(f, (str, bytes, os.PathLike)):
-                dest = sb.target(f)
+                dest = sb.target(f, force=True)  # checkpoints: whoever saves them
                 if dest is not None:
                     os.makedirs(os.path.dirname(dest), exist_ok=True)
                     f = dest
