@@ -82,13 +82,7 @@ def pooled_noise(groups: list[list[dict]]) -> float | None:
 
 def throughput_gain(trial: dict, reference: dict) -> float | None:
     """Relative samples/s gain of trial over reference (batch-size aware); None if unknown."""
-    st, sr = samples_per_s(trial), samples_per_s(reference)
-    if st and sr:
-        return st / sr - 1.0
-    mt, mr = step_ms(trial), step_ms(reference)
-    if mt and mr:
-        return mr / mt - 1.0
-    return None
+    return pooled_gain([trial], [reference])
 
 
 def numerics_verdict(trial_losses: list, base_losses: list, changes_numerics: bool) -> str | None:

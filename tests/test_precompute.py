@@ -56,7 +56,9 @@ def test_deterministic_dataset_is_computed_once_and_keeps_its_attributes():
 
 
 def test_random_or_large_datasets_are_refused():
+    state = torch.get_rng_state()
     assert "differs between two reads" in precompute.plan(Augmenting())
+    assert torch.equal(torch.get_rng_state(), state)  # the probes drew from a restored generator
     assert "GiB" in precompute.plan(Converting(), max_bytes=100)
     class Stream(torch.utils.data.IterableDataset):
         def __iter__(self):

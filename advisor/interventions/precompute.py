@@ -6,8 +6,8 @@ of once per epoch: the DataLoader then serves stored samples, and its workers on
 Applied at DataLoader construction, in the main process, so forked workers share the
 samples. Refused, with the reason noted, for iterable datasets, samples that differ
 between two reads (checked on 8 indices), or a dataset estimated to need more than
-``max_bytes`` or ``max_seconds``. The random number generators are restored afterwards,
-so the script's own random stream is what it would have been.
+``max_bytes`` or ``max_seconds``. The random number generators are restored after the
+checks and after the pass, so the script's own random stream is what it would have been.
 """
 
 from __future__ import annotations
@@ -96,12 +96,16 @@ def plan(dataset, max_bytes: int = MAX_BYTES, max_seconds: float = MAX_SECONDS) 
     if n == 0:
         return "the dataset is empty"
     probes = sorted({int(i * (n - 1) / max(1, PROBES - 1)) for i in range(PROBES)})
-    t0 = time.perf_counter()
-    for i in probes:
-        if not _same(dataset[i], dataset[i]):
-            return f"dataset[{i}] differs between two reads (random transforms): precomputing would freeze them"
-    per_sample = (time.perf_counter() - t0) / (2 * len(probes))
-    size = _nbytes(dataset[probes[0]]) * n
+    states = _rng_states()  # the probes' random draws are not the script's
+    try:
+        t0 = time.perf_counter()
+        for i in probes:
+            if not _same(dataset[i], dataset[i]):
+                return f"dataset[{i}] differs between two reads (random transforms): precomputing would freeze them"
+        per_sample = (time.perf_counter() - t0) / (2 * len(probes))
+        size = _nbytes(dataset[probes[0]]) * n
+    finally:
+        _restore(states)
     if size > max_bytes:
         return f"the samples would take ~{size / (1 << 30):.1f} GiB (limit {max_bytes / (1 << 30):.0f} GiB)"
     if per_sample * n > max_seconds:
@@ -146,9 +150,7 @@ def apply(params) -> None:
             in_kwargs = "dataset" in kwargs
             dataset = kwargs["dataset"] if in_kwargs else (args[0] if args else None)
             if dataset is not None:
-                states = _rng_states()
                 why = plan(dataset, max_bytes, max_seconds)
-                _restore(states)  # the probes' random draws are not the script's
                 if why is None:
                     dataset = precompute(dataset)
                     if in_kwargs:
