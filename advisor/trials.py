@@ -201,12 +201,30 @@ class _Ladder:
                     winner = self.pending.pop(cand.group)
                     self._commit(*winner[:4], winner[4]["name"])
             self.result["noise"], self.result["threshold"] = self.noise, measure.acceptance_threshold(self.noise)
-            self.result["apart"] = [_run_apart(self.ctx, c, self.stack, self.ref_runs, self.loss_ref, self.noise,
-                                               self.trials)
-                                    for c in self.result["apart"] if not _out_of_budget(self.ctx)]
+            self.result["apart"] = [self._apart(c) for c in self.result["apart"] if not _out_of_budget(self.ctx)]
         except KeyboardInterrupt:
             self.result["interrupted"] = True  # result["stack"] holds what was committed so far
         return self.result
+
+    def _apart(self, cand: Candidate) -> dict:
+        """A batch-size trial on top of the kept fixes, judged against them (not the baseline)."""
+        mod = interventions.get(cand.name)
+        why = mod.not_applicable(self.base.get("config") or {}, self.ctx.environment, cand.params)
+        name = f"apart-{cand.name}-x{cand.params.get('factor')}"
+        if why:
+            rec = {"name": name, "fix": cand.name, "params": cand.params, "status": "skipped", "reason": why}
+        else:
+            child, analysis, _ = self._process(name, [*self.stack, cand])
+            rec = {"name": name, "fix": cand.name, "params": cand.params, "changes_numerics": True,
+                   "description": mod.describe(cand.params), "interventions": [c.key for c in [*self.stack, cand]],
+                   "apart": True, **_describe(child, analysis, self.base)}
+            status, reason, gain, _used = _verdict([child], self.ref_runs, self.loss_ref, self.noise, True)
+            rec["status"] = "measured" if status in ("accepted", "unsure") else status
+            rec["gain_vs_previous"] = gain
+            rec["reason"] = reason.replace("the previous stack", "the kept fixes") + \
+                "; changes training dynamics: scale the learning rate with the batch"
+        self.trials.append(rec)
+        return rec
 
     def _reference(self) -> None:
         self.say("repeating the baseline to measure run-to-run noise")
@@ -380,25 +398,3 @@ def _verdict(runs: list[dict], ref_runs: list[dict], loss_ref: dict, noise: floa
 
 def _runs_text(runs: list[dict], ref_runs: list[dict]) -> str:
     return f"{len(runs)} run{'s' if len(runs) > 1 else ''} vs {len(ref_runs)} of the reference"
-
-
-def _run_apart(ctx, cand: Candidate, stack, ref_runs: list[dict], loss_ref, noise: float, trials) -> dict:
-    """A batch-size trial on top of the kept fixes, judged against them (not the baseline)."""
-    mod = interventions.get(cand.name)
-    base = ctx.baseline
-    why = mod.not_applicable(base.get("config") or {}, ctx.environment, cand.params)
-    name = f"apart-{cand.name}-x{cand.params.get('factor')}"
-    if why:
-        rec = {"name": name, "fix": cand.name, "params": cand.params, "status": "skipped", "reason": why}
-    else:
-        child, analysis, _ = _run(ctx, name, [*stack, cand])
-        rec = {"name": name, "fix": cand.name, "params": cand.params, "changes_numerics": True,
-               "description": mod.describe(cand.params), "interventions": [c.key for c in [*stack, cand]],
-               "apart": True, **_describe(child, analysis, base)}
-        status, reason, gain, _used = _verdict([child], ref_runs, loss_ref, noise, True)
-        rec["status"] = "measured" if status in ("accepted", "unsure") else status
-        rec["gain_vs_previous"] = gain
-        rec["reason"] = reason.replace("the previous stack", "the kept fixes") + \
-            "; changes training dynamics: scale the learning rate with the batch"
-    trials.append(rec)
-    return rec
