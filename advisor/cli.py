@@ -48,6 +48,9 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shapes", action="store_true", help="record operator input shapes in the trace")
     p.add_argument("--no-trials", action="store_true", help="diagnose only; do not trial fixes")
     p.add_argument("--fix", help="trial only these fixes (comma-separated)")
+    p.add_argument("--apply", metavar="FIX[:KEY=VALUE...],...",
+                   help="run the baseline (and every trial) with these fixes applied, "
+                        "e.g. amp,channels-last,dataloader-workers:num_workers=8")
     p.add_argument("--budget", type=float, default=15.0, help="minutes for trials (default 15)")
     p.add_argument("--max-trials", type=int, default=16, help="most trials to run (default 16)")
     p.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before a trial is stopped (default 900)")
@@ -163,6 +166,12 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         unknown = sorted(ns.fix_names - set(interventions.MODULES))
         if unknown:
             return _fail(f"--fix: no fix named {', '.join(unknown)}; known: {', '.join(sorted(interventions.MODULES))}", 2)
+    try:
+        from advisor import interventions
+
+        ns.applied = interventions.parse_specs(ns.apply) if ns.apply else []
+    except ValueError as exc:
+        return _fail(f"--apply: {exc}", 2)
     opts = pipeline.AnalyzeOptions(
         warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, measure_min_s=ns.min_time, timeout=ns.timeout,
         step_timeout=ns.step_timeout, out=ns.out, record_memory=ns.memory,
@@ -171,7 +180,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         run_dir = rundir.new_run_dir(script, ns.out)
     except OSError as exc:
         return _fail(str(exc))
-    spec = pipeline.make_spec(script, script_args, run_dir, opts)
+    spec = pipeline.make_spec(script, script_args, run_dir, opts, interventions=ns.applied)
     err.print(f"[cyan]advisor ▸[/] run directory {run_dir}", markup=True, highlight=False)
     child = run_child(spec, timeout=opts.timeout, step_timeout=opts.step_timeout, on_progress=_progress,
                       stdout_to_stderr=ns.json)
@@ -203,7 +212,7 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: flo
         script=script, script_args=script_args, run_dir=run_dir, opts=opts, baseline=child,
         baseline_findings=doc["findings"], environment=doc["environment"], budget_s=ns.budget * 60.0,
         max_trials=ns.max_trials, trial_timeout=ns.trial_timeout,
-        only=ns.fix_names, stdout_to_stderr=ns.json,
+        only=ns.fix_names, applied=ns.applied, stdout_to_stderr=ns.json,
         progress=lambda line: err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False))
     result = trials.run_trials(ctx)
     doc["trials"] = result["trials"]
@@ -211,7 +220,8 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: flo
     if result["interrupted"]:
         doc["incomplete_reasons"].append("trials interrupted (Ctrl-C): the report shows what finished")
     if result["stack"]:
-        fixes = [{"intervention": f["name"], "params": f["params"]} for f in result["stack"]]
+        # --apply's fixes were measured in every trial too: the patch carries them
+        fixes = [{"intervention": f["name"], "params": f["params"]} for f in [*ns.applied, *result["stack"]]]
         diff, notes = make_patch(str(Path(script).absolute()), fixes, doc["config"],
                                  root=str(Path(script).absolute().parent))
         if diff:

@@ -23,6 +23,8 @@ from advisor.interventions._patch import NOT_APPLIED
 SUGGEST_ONLY = {"uint8-inputs", "defer-syncs", "expandable-segments", "ddp", "grad-scaler",
                 "overlap-communication", "cuda-graphs", None}
 APART = {"batch-size"}
+# Why a group's later value wins a tie within noise (see _Ladder._compete).
+TIE_REASON = {"dataloader-workers": "with more headroom", "torch-compile": "without CUDA graphs' static memory"}
 # Extra (reference, trial) timing rounds for a gain inside the noise band.
 CONFIRM_ROUNDS = 2
 
@@ -65,7 +67,13 @@ def expand(fix: dict, origin: str | None, gain: float | None, environment: dict)
     if name == "amp":
         return [Candidate(name, {"dtype": params.get("dtype", "bfloat16")}, origin, gain)]
     if name == "torch-compile":
-        return [Candidate(name, {}, origin, gain)]
+        if params.get("mode"):
+            return [Candidate(name, {"mode": params["mode"]}, origin, gain)]
+        # CUDA graphs (reduce-overhead) take the launch cost away too, but hold static memory
+        # and re-record on new shapes: a later value of a group wins a tie, so plain compile
+        # comes last.
+        modes = ("reduce-overhead", "default") if environment.get("gpu_count") else ("default",)
+        return [Candidate(name, {"mode": m}, origin, gain, group="torch-compile") for m in modes]
     return [Candidate(name, {}, origin, gain)]
 
 
@@ -96,6 +104,7 @@ class TrialContext:
     max_trials: int = 16
     trial_timeout: float = 900.0
     only: set[str] | None = None
+    applied: list[dict] = field(default_factory=list)  # --apply: in every run, under the stack
     progress: object = None         # callable(str) for one-line progress
     stdout_to_stderr: bool = False  # --json: the script's output must not mix with advisor's
     started: float = field(default_factory=time.monotonic)
@@ -108,7 +117,7 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     trial_dir = ctx.run_dir / "trials" / name
     trial_dir.mkdir(parents=True, exist_ok=True)
     spec = pipeline.make_spec(ctx.script, ctx.script_args, trial_dir, ctx.opts,
-                              interventions=[c.as_spec() for c in stack], run_name=name)
+                              interventions=[*ctx.applied, *(c.as_spec() for c in stack)], run_name=name)
     spec["tb_dir"] = str(ctx.run_dir / "tb")
     spec["sandbox_writes"] = True
     spec["seed"] = 0
@@ -190,7 +199,8 @@ class _Ladder:
             self.queue = candidates_from_findings(self.ctx.baseline_findings, self.ctx.environment, self.ctx.only)
             while self.queue:
                 cand = self.queue.pop(0)
-                if cand.key in self.tried or (cand.group is None and cand.name in {c.name for c in self.stack}):
+                if cand.key in self.tried or cand.name in {a["name"] for a in self.ctx.applied} \
+                        or (cand.group is None and cand.name in {c.name for c in self.stack}):
                     continue
                 self.tried.add(cand.key)
                 if cand.name in APART:
@@ -303,13 +313,13 @@ class _Ladder:
         return status, reason, gain, used
 
     def _compete(self, cand, runs, analysis, model, rec: dict, used: float) -> None:
-        """A group's values come in ascending order (worker counts); a later one within the
-        noise of the best wins: more headroom for the fixes that make the GPU faster afterwards."""
+        """A group's values come in order of preference on a tie: a later one within the noise
+        of the best wins (more workers: headroom for the fixes that speed the GPU up later)."""
         best = self.pending.get(cand.group)
         if best is None or _relative(rec, best[4]) > -used / 2:
             if best is not None:
                 best[4]["status"], best[4]["reason"] = "superseded", \
-                    f"{rec['name']} was as fast within noise, with more headroom"
+                    f"{rec['name']} was as fast within noise, {TIE_REASON.get(cand.group, 'and came later')}"
             self.pending[cand.group] = (cand, runs, analysis, model, rec)
         else:
             rec["status"], rec["reason"] = "superseded", f"{best[4]['name']} was faster"

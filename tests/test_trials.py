@@ -172,3 +172,27 @@ def test_competing_values_compare_by_ratio():
 
     # +299% and +318% over one reference: the first ran 4.5% slower than the second
     assert _relative({"gain_vs_previous": 2.99}, {"gain_vs_previous": 3.18}) == pytest.approx(3.99 / 4.18 - 1)
+
+
+def test_apply_runs_the_baseline_and_every_trial_with_the_fixes(tmp_path):
+    r = advisor("analyze", "--out", tmp_path / "run", "--warmup", "2", "--steps", "6", "--profile-steps", "1",
+                "--apply", "set-to-none", "--fix", "nan-loss,set-to-none", TINY, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert doc["applied"] == ["zero_grad(set_to_none=True)"]
+    assert [t["fix"] for t in doc["trials"][1:]] == ["nan-loss"]  # set-to-none is applied, not trialled
+    for name in ("00-baseline-repeat", doc["trials"][1]["name"]):
+        spec = json.loads((tmp_path / "run" / "trials" / name / "spec.json").read_text())
+        assert spec["interventions"][0] == {"name": "set-to-none", "params": {}}
+
+
+def test_apply_syntax():
+    from advisor.interventions import parse_specs
+
+    assert parse_specs("amp:dtype=float16,channels-last,dataloader-workers:num_workers=8:pin_memory=true") == [
+        {"name": "amp", "params": {"dtype": "float16"}}, {"name": "channels-last", "params": {}},
+        {"name": "dataloader-workers", "params": {"num_workers": 8, "pin_memory": True}}]
+    with pytest.raises(ValueError, match="no fix named 'warp'"):
+        parse_specs("warp")
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        parse_specs("amp:bf16")

@@ -35,6 +35,37 @@ def get(name: str) -> ModuleType:
     return importlib.import_module(f"advisor.interventions.{MODULES[name]}")
 
 
+def parse_specs(text: str) -> list[dict]:
+    """``--apply`` syntax → [{"name", "params"}]: ``NAME[:KEY=VALUE...]``, comma-separated,
+    e.g. ``amp:dtype=float16,channels-last,dataloader-workers:num_workers=8:pin_memory=true``.
+    Raises ValueError with a one-line reason."""
+    out = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        name, *pairs = item.split(":")
+        if name not in MODULES:
+            raise ValueError(f"no fix named {name!r}; known: {', '.join(sorted(MODULES))}")
+        params = {}
+        for pair in pairs:
+            key, eq, value = pair.partition("=")
+            if not eq or not key:
+                raise ValueError(f"{item!r}: parameters are KEY=VALUE, got {pair!r}")
+            params[key] = _value(value)
+        out.append({"name": name, "params": params})
+    return out
+
+
+def _value(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
 def apply_all(interventions: list[dict]) -> list[str]:
     """Apply each {"name", "params"} in order; returns one description line per fix."""
     lines = []

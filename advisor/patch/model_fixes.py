@@ -149,7 +149,7 @@ def amp(ctx: PatchContext, fix: dict, p: dict) -> dict:
 
 def torch_compile(ctx: PatchContext, fix: dict, p: dict) -> dict:
     f, stmt, target = _model_stmt(ctx, fix, "model = torch.compile(model)")
-    mode = p.get("mode")
+    mode = p.get("mode") if p.get("mode") != "default" else None
     code = f'{target} = torch.compile({target}, mode="{mode}")' if mode else f"{target} = torch.compile({target})"
     ctx.insert(f, stmt, code, after=True, prio=PRIO_COMPILE)
     return applied(location(f, f.line_of(stmt)), [f"{code} after {location(f, f.line_of(stmt))}"])

@@ -86,6 +86,8 @@ def print_summary(doc: dict, console: Console) -> None:
     head.add_row("device", escape(str(env.get("gpu_name") or "CPU")))
     head.add_row("step time", f"{_fmt(meas.get('step_time_ms'), ' ms', 2)} (a window of {meas.get('steps_measured', 0)} unprofiled steps)")
     head.add_row("throughput", f"{_fmt(meas.get('samples_per_s'), ' samples/s')} (batch {meas.get('batch_size') or '?'})")
+    if doc.get("applied"):
+        head.add_row("applied (--apply)", escape("; ".join(doc["applied"])))
     if analysis.get("gpu_busy_pct") is not None:
         head.add_row("GPU busy", f"{analysis['gpu_busy_pct']:.1f}%")
     head.add_row("status", doc.get("status", "?") + ("" if doc.get("status") == "complete"
