@@ -36,6 +36,7 @@ class Candidate:
     origin: str | None = None       # rule code that proposed it
     est_gain_ms: float | None = None
     group: str | None = None        # candidates of one group compete; the best is kept
+    fallback: "Candidate | None" = None  # tried next when this one cannot apply to the script
 
     @property
     def key(self) -> str:
@@ -64,6 +65,9 @@ def expand(fix: dict, origin: str | None, gain: float | None, environment: dict)
         return [Candidate("pin-memory", {"pin_memory": True}, origin, gain)]
     if name == "batch-size":
         return [Candidate(name, {"factor": f}, origin, gain, group="batch-size") for f in (2, 4)]
+    if name == "preload-dataset":
+        # Host-side storage is the fallback when the samples cannot live on the device.
+        return [Candidate(name, params, origin, gain, fallback=Candidate("precompute-samples", {}, origin, gain))]
     if name == "amp":
         return [Candidate(name, {"dtype": params.get("dtype", "bfloat16")}, origin, gain)]
     if name == "torch-compile":
@@ -263,6 +267,8 @@ class _Ladder:
         if why:
             self.trials.append({"name": cand.key, "fix": cand.name, "params": cand.params, "status": "skipped",
                                 "reason": why, "origin": cand.origin, "interventions": []})
+            if cand.fallback:
+                self.queue.insert(0, cand.fallback)
             return
         self.n += 1
         values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
@@ -289,6 +295,8 @@ class _Ladder:
                 self._compete(cand, runs, analysis, model, rec, used)
         elif rec["status"] == "rejected" and not rec["reason"].startswith("numerics"):
             self.slow.add(cand.key)
+        elif rec["status"] == "skipped" and cand.fallback:
+            self.queue.insert(0, cand.fallback)
         if cand.key in self.retried:
             rec["reason"] += " (tried again after the stack changed)"
 

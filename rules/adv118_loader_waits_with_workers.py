@@ -18,14 +18,19 @@ Example:
             return (self.images[i].float() / 255 - self.mean) / self.std, self.labels[i]
 
 Fix:
-    Do deterministic per-sample work once, before training (out-of-band preprocessing):
-    store the converted samples (or keep uint8 and normalize on the GPU, per batch), so the
-    workers only collate. Random augmentations must stay per epoch: move them to the GPU
-    (or NVIDIA DALI) instead.
+    Do deterministic per-sample work once, before training (out-of-band preprocessing).
+    When the converted samples fit in a quarter of the free GPU memory, preload them there,
+    collated into tensors, and let each batch be one gather with the loader's own sampler
+    (``preload-dataset``: no workers, pinning or copies left; the airbench CIFAR-10 recipe
+    does this). Otherwise store them in host memory so the workers only collate
+    (``precompute-samples``, trialled when preloading is refused), or keep uint8 and
+    normalize on the GPU, per batch. Random augmentations must stay per epoch: move them
+    to the GPU (or NVIDIA DALI) instead.
 
 Fix safety:
     Safe when every read of a sample gives the same result: advisor's trial checks that on
-    8 samples and refuses datasets with random transforms, or too large to store.
+    8 samples and refuses datasets with random transforms, custom collate functions, or
+    samples too large to store. The batches are the same tensors in the same order.
 """
 
 from ._common import fix, ms, pct, phase_ms, step_ms
@@ -34,7 +39,7 @@ CODE = "ADV118"
 NAME = "loader-waits-with-workers"
 SEVERITY = "warning"
 NEEDS = ("steps",)
-FIX = "precompute-samples"
+FIX = "preload-dataset"
 HITS = ("gpu_run_h100_cifar_workers",)
 NON_HITS = {"slow_loader": "num_workers=0: more workers come first (ADV103)",
             "gpu_run_h100_cifar_slow": "num_workers=0 in the slow recipe's baseline (ADV103)"}
@@ -64,8 +69,11 @@ def check(ctx):
                      f"prefetch_factor={dl.get('prefetch_factor')}"
                      + (f"; dataset: {dl['dataset_type']}" if dl.get("dataset_type") else "")],
         "estimated_gain_ms": per_step,
-        "fix": fix("precompute-samples", changes_numerics=False, where=ctx.where("dataloader"),
+        "fix": fix("preload-dataset", changes_numerics=False, where=ctx.where("dataloader"),
                    code="# once, before training (deterministic per-sample work only):\n"
-                        "samples = [dataset[i] for i in range(len(dataset))]\n"
-                        "loader = DataLoader(samples, ...)   # same batch_size, shuffle, workers"),
+                        "data = default_collate([dataset[i] for i in range(len(dataset))])\n"
+                        "data = tree_map(lambda t: t.to('cuda'), data)\n"
+                        "loader = DataLoader(range(len(dataset)), ...,   # same batch_size, shuffle\n"
+                        "    collate_fn=lambda idx: tree_map(lambda t: t[torch.as_tensor(idx, device='cuda')], data))"),
+        "alternatives": ["precompute-samples", "uint8-inputs"],
     }

@@ -403,3 +403,23 @@ def test_model_fixes_follow_the_model_binding_from_a_real_run_config():
     added = [line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
     assert added == ["model = model.to(memory_format=torch.channels_last)", "model = torch.compile(model)",
                      "inputs = inputs.contiguous(memory_format=torch.channels_last)"]
+
+
+def test_preload_dataset_patch_gathers_batches_from_collated_tensors(cifar):
+    config = config_for(cifar, "model", "inputs")
+    diff, notes = make_patch(str(cifar), [{"intervention": "preload-dataset", "params": {"device": "cpu"}}], config)
+    assert notes[0]["applied"], notes
+    apply(cifar, diff)
+    tree = ast.parse(cifar.read_text())
+    loader = calls(tree, "DataLoader")[0]
+    dl = kwargs(loader)
+    assert ast.unparse(loader.args[0]) == "range(len(dataset))"
+    assert literal(dl["num_workers"]) == 0 and literal(dl["pin_memory"]) is False
+    assert literal(dl["shuffle"]) is True and literal(dl["drop_last"]) is True  # the sampler is unchanged
+    assert "_preloaded" in ast.unparse(dl["collate_fn"])
+    body = block_with(tree, ast.unparse(next(s for s in ast.walk(tree) if isinstance(s, ast.Assign)
+                                             and ast.unparse(s.targets[0]) == "loader")))
+    pre = next(i for i, s in enumerate(body) if isinstance(s, ast.Assign) and ast.unparse(s.targets[0]) == "_preloaded")
+    assert ast.unparse(body[pre + 1].targets[0]) == "loader"
+    out = run(cifar, "--steps", "3", "--batch-size", "8", "--num-samples", "64", "--device", "cpu", "--log-every", "1")
+    assert "done: 3 steps" in out.stdout

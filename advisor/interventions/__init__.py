@@ -19,6 +19,7 @@ MODULES = {
     "channels-last": "channels_last",
     "dataloader-workers": "dataloader",
     "precompute-samples": "precompute",
+    "preload-dataset": "preload",
     "pin-memory": "dataloader",
     "set-to-none": "set_to_none",
     "fused-optimizer": "fused_optimizer",

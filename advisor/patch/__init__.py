@@ -26,7 +26,7 @@ from typing import Callable
 
 from .core import PatchContext, SkipFix
 from .flag_fixes import cudnn_benchmark, fused_optimizer, set_to_none, tf32
-from .loader_fixes import LR_COMMENT, batch_size, dataloader, precompute_samples
+from .loader_fixes import LR_COMMENT, batch_size, dataloader, precompute_samples, preload_dataset
 from .model_fixes import amp, channels_last, torch_compile
 
 __all__ = ["LR_COMMENT", "make_patch", "patch_for"]
@@ -40,6 +40,7 @@ _EDITORS: dict[str, Callable[[PatchContext, dict, dict], dict]] = {
     "dataloader-workers": dataloader,
     "pin-memory": dataloader,
     "precompute-samples": precompute_samples,
+    "preload-dataset": preload_dataset,
     "batch-size": batch_size,
     "channels-last": channels_last,
     "amp": amp,

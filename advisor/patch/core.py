@@ -32,12 +32,23 @@ class SkipFix(Exception):
 FIX_WHERE_KEY = {
     "set-to-none": "zero_grad", "fused-optimizer": "optimizer", "cudnn-benchmark": "cudnn.benchmark",
     "dataloader-workers": "dataloader", "pin-memory": "dataloader", "batch-size": "dataloader",
-    "precompute-samples": "dataloader",
+    "precompute-samples": "dataloader", "preload-dataset": "dataloader",
     "channels-last": "input", "torch-compile": "parameters",
 }
 
 # Order of statements inserted at one anchor.
 PRIO_IMPORT, PRIO_CUDNN, PRIO_TF32, PRIO_CHANNELS_LAST, PRIO_COMPILE, PRIO_INPUT = 0, 10, 20, 30, 40, 50
+
+
+def device_type(ctx: "PatchContext", p: dict) -> str:
+    """The device the fix is for: its own parameter, else where the run saw inputs or weights."""
+    if p.get("device_type") or p.get("device"):
+        return str(p.get("device_type") or p["device"]).split(":")[0]
+    for key in ("input", "parameters"):
+        dev = ((ctx.config.get(key) or {}).get("value") or {}).get("device")
+        if isinstance(dev, str) and dev:
+            return dev.split(":")[0]
+    return "cuda"
 
 
 # ----------------------------------------------------------------------------- parsed files

@@ -8,7 +8,7 @@ import os
 import libcst as cst
 
 from .call_args import code_of, find_arg, has_double_star, is_literal, last_name, passes_literal, remove_arg, set_arg, set_args
-from .core import PatchContext, SkipFix, SourceFile, add_warning, applied, location
+from .core import PRIO_INPUT, PatchContext, SkipFix, SourceFile, add_warning, applied, device_type, location
 
 LR_COMMENT = "# advisor: scale the learning rate with the batch"
 
@@ -167,3 +167,34 @@ def precompute_samples(ctx: PatchContext, fix: dict, p: dict) -> dict:
     ctx.on_node(f, call, edit)
     return applied(here, [f"dataset={value} (samples computed once; keep random augmentation out of it)"],
                    warning="only for deterministic per-sample work: advisor checked that dataset[i] repeats")
+
+
+def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
+    """preload-dataset: every sample collated once onto the device; the DataLoader then
+    shuffles and batches indices, and its collate_fn gathers each batch there."""
+    f, call = _dataloader_call(ctx, fix)
+    here = location(f, f.line_of(call))
+    found = find_arg(call, "dataset", 0)
+    if found is None:
+        raise SkipFix(f"no dataset argument in the DataLoader call at {here}")
+    text = code_of(found[1].value)
+    if not isinstance(found[1].value, cst.Name):
+        raise SkipFix(f"the dataset at {here} is an expression ({text}), not a name: preload it yourself")
+    if find_arg(call, "collate_fn", 6) is not None:
+        raise SkipFix(f"the DataLoader at {here} has its own collate_fn")
+    device = device_type(ctx, p)
+    stmt = f.stmt_at(f.line_of(call))
+    ctx.insert(f, stmt, f"_preloaded = torch.utils._pytree.tree_map(lambda t: t.to({device!r}), "
+                        f"torch.utils.data.default_collate([{text}[i] for i in range(len({text}))]))",
+               after=False, prio=PRIO_INPUT)
+    gather = "lambda idx: torch.utils._pytree.tree_map(lambda t: t[torch.as_tensor(idx, device=t.device)], _preloaded)"
+
+    def edit(c: cst.Call) -> cst.Call:
+        c = remove_arg(remove_arg(c, "persistent_workers"), "prefetch_factor")
+        c = set_arg(c, "dataset", f"range(len({text}))", 0)
+        return set_args(c, [("num_workers", "0", _DL_POS["num_workers"]), ("collate_fn", gather, 6),
+                            ("pin_memory", "False", _DL_POS["pin_memory"])])
+    ctx.on_node(f, call, edit)
+    return applied(here, [f"{text} collated once onto {device} (_preloaded) before the DataLoader",
+                          f"DataLoader(range(len({text})), ..., collate_fn=<gather from _preloaded>, num_workers=0, pin_memory=False)"],
+                   warning="only for deterministic per-sample work that fits in device memory: advisor checked that dataset[i] repeats")

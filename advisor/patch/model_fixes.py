@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from .call_args import dotted_name, last_name, positional_args
-from .core import PRIO_CHANNELS_LAST, PRIO_COMPILE, PRIO_INPUT, PatchContext, SkipFix, SourceFile, add_warning, applied, location
+from .core import PRIO_CHANNELS_LAST, PRIO_COMPILE, PRIO_INPUT, PatchContext, SkipFix, SourceFile, add_warning, applied, device_type, location
 
 
 def _assign_target(stmt) -> str | None:
@@ -93,16 +93,6 @@ def channels_last(ctx: PatchContext, fix: dict, p: dict) -> dict:
     return applied(location(f, f.line_of(stmt)), edits, **extra)
 
 
-def _device_type(ctx: PatchContext, p: dict) -> str:
-    if p.get("device_type"):
-        return str(p["device_type"])
-    for key in ("input", "parameters"):
-        dev = ((ctx.config.get(key) or {}).get("value") or {}).get("device")
-        if isinstance(dev, str) and dev:
-            return dev.split(":")[0]
-    return "cuda"
-
-
 def _contains_backward(node) -> bool:
     found = []
 
@@ -120,7 +110,7 @@ def amp(ctx: PatchContext, fix: dict, p: dict) -> dict:
     """Autocast from the model call through the loss, stopping before ``.backward()``."""
     f, line, stmt = _input_stmt(ctx, fix)
     dtype = p.get("dtype") or "bfloat16"
-    device = _device_type(ctx, p)
+    device = device_type(ctx, p)
     block = f.block_of(stmt)
     i = next(k for k, s in enumerate(block) if s is stmt)
     extra: dict = {}

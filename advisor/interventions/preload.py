@@ -1,0 +1,204 @@
+"""Preload a map-style Dataset once, collated into tensors on the training device; each
+batch is then one gather (``index_select``) with the DataLoader's own sampler.
+
+For datasets that fit in device memory (CIFAR/MNIST-sized, or pre-decoded features) this
+removes the whole per-batch host pipeline: per-sample ``__getitem__`` calls, collation,
+worker processes, shared memory, pinning and the host-to-device copy, and the stall at
+each epoch start while the workers produce their first batches. The batches are the same
+tensors, in the same order: the sampler is the DataLoader's and draws from the same random
+stream, and the stored samples were collated by ``default_collate`` as each batch would be.
+
+Applied at DataLoader construction, in the main process. Refused, with the reason noted,
+when ``precompute.plan`` refuses (random transforms, iterable dataset, too slow), when the
+DataLoader has a custom ``collate_fn`` or ``batch_size=None``, when a sample holds values
+that are not tensors, arrays or numbers, or when the samples would take more than a
+quarter of the free device memory (``max_bytes`` at most).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+from advisor.interventions import precompute
+from advisor.interventions._patch import accelerator, not_applied, wrap
+
+NAME = "preload-dataset"
+CHANGES_NUMERICS = False
+MAX_BYTES = 4 << 30
+DEVICE_SHARE = 0.25   # of the free device memory: the model, activations and optimizer come first
+
+
+def describe(params) -> str:
+    return f"Dataset preloaded once as tensors on {params.get('device') or accelerator()}; one gather per batch, no workers"
+
+
+def not_applicable(config, environment, params):
+    dl = (config.get("dataloader") or {}).get("value")
+    if dl is None:
+        return "the script uses no torch DataLoader"
+    if dl.get("batch_size") is None:
+        return "the DataLoader has batch_size=None (the dataset makes its own batches)"
+    return None
+
+
+class Preloaded(torch.utils.data.Dataset):
+    """Every sample of ``source``, collated once; ``__getitems__`` gathers a batch."""
+
+    def __init__(self, source, collated, device: torch.device):
+        self._source = source
+        self._data = collated
+        self._device = device
+        self._n = len(source)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        return _take(self._data, torch.tensor([i], device=self._device), squeeze=True)
+
+    def __getitems__(self, indices):
+        # A batch marked as already collated: the DataLoader's collate_fn is set to unwrap it.
+        return _Batch(_take(self._data, torch.as_tensor(indices, dtype=torch.long).to(self._device, non_blocking=True)))
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._source, name)
+
+
+class _Batch:
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _unwrap(batch):
+    return batch.value
+
+
+def _take(data, idx: torch.Tensor, squeeze: bool = False):
+    if isinstance(data, torch.Tensor):
+        out = data.index_select(0, idx)
+        return out[0] if squeeze else out
+    if isinstance(data, dict):
+        return type(data)({k: _take(v, idx, squeeze) for k, v in data.items()})
+    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
+        return type(data)(*(_take(v, idx, squeeze) for v in data))
+    if isinstance(data, (list, tuple)):
+        return type(data)(_take(v, idx, squeeze) for v in data)
+    raise TypeError(f"cannot gather a {type(data).__name__}")
+
+
+def _plain(sample) -> bool:
+    """Leaves default_collate turns into tensors: tensors, arrays, numbers."""
+    if isinstance(sample, (torch.Tensor, numbers.Number)):
+        return True
+    if isinstance(sample, dict):
+        return all(_plain(v) for v in sample.values())
+    if isinstance(sample, (list, tuple)):
+        return all(_plain(v) for v in sample)
+    return type(sample).__module__ == "numpy" and hasattr(sample, "dtype") and sample.dtype.kind in "biuf"
+
+
+def plan(dataset, loader_kwargs: dict, device: torch.device, max_bytes: int = MAX_BYTES) -> str | None:
+    """Why this DataLoader's dataset cannot be preloaded on ``device``, or None."""
+    collate = loader_kwargs.get("collate_fn")
+    if collate is not None and collate is not torch.utils.data.default_collate:
+        return "the DataLoader has its own collate_fn"
+    if "batch_size" in loader_kwargs and loader_kwargs["batch_size"] is None and loader_kwargs.get("batch_sampler") is None:
+        return "the DataLoader has batch_size=None (the dataset makes its own batches)"
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        max_bytes = min(max_bytes, int(free * DEVICE_SHARE))
+    why = precompute.plan(dataset, max_bytes=max_bytes)
+    if why:
+        return why.replace("precomputing", "preloading")
+    states = precompute._rng_states()
+    try:
+        if not _plain(dataset[0]):
+            return "a sample holds values other than tensors, arrays and numbers"
+    finally:
+        precompute._restore(states)
+    return None
+
+
+def preload(dataset, device: torch.device) -> Preloaded:
+    """Every sample once, collated as one batch, moved to the device."""
+    samples = precompute.precompute(dataset)._samples
+    collated = torch.utils.data.default_collate(samples)
+    del samples
+    return Preloaded(dataset, _to(collated, device), device)
+
+
+def _to(data, device):
+    if isinstance(data, torch.Tensor):
+        return data.to(device)
+    if isinstance(data, dict):
+        return type(data)({k: _to(v, device) for k, v in data.items()})
+    if isinstance(data, tuple) and hasattr(data, "_fields"):
+        return type(data)(*(_to(v, device) for v in data))
+    if isinstance(data, (list, tuple)):
+        return type(data)(_to(v, device) for v in data)
+    return data
+
+
+def _loader_args(args: tuple, kwargs: dict) -> dict:
+    """The DataLoader's arguments by name (the first eight may be positional)."""
+    names = ("dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "collate_fn", "pin_memory")
+    return {**dict(zip(names, args)), **kwargs}
+
+
+def _single_process(loader) -> None:
+    """After construction, whatever other fixes set: batches come from the device, so no
+    worker processes (CUDA cannot run in forked workers) and no pinning."""
+    from torch.utils.data.dataloader import _SingleProcessDataLoaderIter
+
+    persistent = loader.persistent_workers and loader.num_workers > 0
+    loader.num_workers = 0
+    loader.pin_memory = False
+    loader.collate_fn = _unwrap
+    if persistent:
+        # A persistent iterator draws its base seed once, not every epoch: keep one iterator
+        # too, so the sampler's random stream (the shuffle) is the one the script had.
+        kept = []
+
+        def _get_iterator():
+            if not kept:
+                kept.append(_SingleProcessDataLoaderIter(loader))
+            else:
+                kept[0]._reset(loader)
+            return kept[0]
+        loader._get_iterator = _get_iterator
+
+
+def apply(params) -> None:
+    device = torch.device(params.get("device") or accelerator())
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    max_bytes = int(params.get("max_bytes", MAX_BYTES))
+
+    def make(orig):
+        def __init__(self, *args, **kwargs):
+            named = _loader_args(args, kwargs)
+            dataset = named.get("dataset")
+            took = False
+            if dataset is not None and not isinstance(dataset, Preloaded):
+                why = plan(dataset, named, device, max_bytes)
+                if why is None:
+                    dataset = preload(dataset, device)
+                    if "dataset" in kwargs:
+                        kwargs["dataset"] = dataset
+                    else:
+                        args = (dataset, *args[1:])
+                    took = True
+                else:
+                    not_applied(NAME, why)
+            orig(self, *args, **kwargs)
+            if took:
+                _single_process(self)
+        return __init__
+
+    wrap(torch.utils.data.DataLoader, "__init__", make)
