@@ -19,27 +19,46 @@ def wrap(owner, attr: str, make_wrapper) -> None:
     setattr(owner, attr, wrapped)
 
 
+_pre: list = []    # every fix's callbacks, in the order the fixes were applied
+_post: list = []
+
+
 def outermost_forward(pre=None, post=None) -> None:
     """Call pre(module, args) / post(module) around outermost module calls only.
 
     Nested submodule calls are not outermost; a loss module called after the model is its
-    own outermost call. ``pre`` may return replacement args.
+    own outermost call. ``pre`` may return replacement args. One pair of global hooks serves
+    every fix (each fix registering its own pair, the second saw the first's depth count
+    and never ran: stacked fixes were silently dropped).
     """
-    def pre_hook(module, args):
-        depth = getattr(_state, "depth", 0)
-        _state.depth = depth + 1
-        if depth == 0 and pre is not None:
-            return pre(module, args)
-        return None
+    if not _pre and not _post:
+        torch.nn.modules.module.register_module_forward_pre_hook(_pre_hook)
+        torch.nn.modules.module.register_module_forward_hook(_post_hook, always_call=True)
+    if pre is not None:
+        _pre.append(pre)
+    if post is not None:
+        _post.append(post)
 
-    def post_hook(module, args, output):
-        _state.depth = max(0, getattr(_state, "depth", 1) - 1)
-        if _state.depth == 0 and post is not None:
-            post(module)
-        return None
 
-    torch.nn.modules.module.register_module_forward_pre_hook(pre_hook)
-    torch.nn.modules.module.register_module_forward_hook(post_hook, always_call=True)
+def _pre_hook(module, args):
+    depth = getattr(_state, "depth", 0)
+    _state.depth = depth + 1
+    if depth:
+        return None
+    replaced = False
+    for fn in _pre:
+        out = fn(module, args)
+        if out is not None:
+            args, replaced = out, True
+    return args if replaced else None
+
+
+def _post_hook(module, args, output):
+    _state.depth = max(0, getattr(_state, "depth", 1) - 1)
+    if _state.depth == 0:
+        for fn in _post:
+            fn(module)
+    return None
 
 
 def before_backward(fn) -> None:

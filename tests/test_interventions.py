@@ -1,0 +1,54 @@
+"""Run-time fixes in a real child process: each takes effect, and they compose — notably
+under torch.compile, whose compiled region must not swallow the other fixes' hooks."""
+
+from __future__ import annotations
+
+import pytest
+from test_runner_support import run_advised, write
+
+SCRIPT = """
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 3, 8, 8)
+    seen = set()
+    for i in range(10000):
+        out = model(x)
+        key = (str(out.dtype), model[0].weight.is_contiguous(memory_format=torch.channels_last))
+        if key not in seen and i >= 2:  # the first call runs before a lazy compile takes over
+            seen.add(key)
+            print("observed", *key, flush=True)
+        out.float().sum().backward()
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+def _observed(capfd, tmp_path, fixes: list[dict]) -> set[tuple[str, str]]:
+    script = write(tmp_path / "train.py", SCRIPT)
+    res, out, err, _ = run_advised(capfd, script, ["train.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
+                                   warmup_steps=3, profile_steps=0, measure_steps=3, measure_min_s=0,
+                                   interventions=fixes)
+    assert res["status"] == "complete", (res["incomplete_reasons"], err[-2000:])
+    assert len(res["interventions_applied"]) == len(fixes)
+    return {tuple(line.split()[1:]) for line in out.splitlines() if line.startswith("observed ")}
+
+
+AMP = {"name": "amp", "params": {"dtype": "bfloat16"}}
+CL = {"name": "channels-last", "params": {}}
+
+
+@pytest.mark.parametrize("fixes,want", [
+    ([], {("torch.float32", "False")}),
+    ([AMP], {("torch.bfloat16", "False")}),
+    ([CL], {("torch.float32", "True")}),
+    ([AMP, CL], {("torch.bfloat16", "True")}),
+])
+def test_fixes_take_effect(capfd, tmp_path, fixes, want):
+    assert _observed(capfd, tmp_path, fixes) == want
+
+
+def test_autocast_and_channels_last_still_apply_under_compile(capfd, tmp_path):
+    compiled = {"name": "torch-compile", "params": {"mode": "default"}}
+    assert _observed(capfd, tmp_path, [compiled, AMP, CL]) == {("torch.bfloat16", "True")}
