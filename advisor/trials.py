@@ -195,7 +195,7 @@ class _Ladder:
 
     def _pool(self, *runs_lists: list[dict]) -> None:
         self.groups = _regroup(self.groups, *runs_lists)
-        self.noise = measure.pooled_noise(self.groups) or self.noise
+        self.noise = _regime_noise(self.groups, self.ref_runs) or measure.pooled_noise(self.groups) or self.noise
 
     def run(self) -> dict:
         try:
@@ -343,6 +343,7 @@ class _Ladder:
                 runs = [*runs, again]
                 self._pool(runs)
         self.ref_runs, self.ref_config = runs, runs[0].get("config") or self.ref_config
+        self._pool()  # the new reference's regime sets the noise from here on
         retry = self.slow - self.retried
         self.queue = _requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry)
         for c in self.queue:
@@ -376,15 +377,29 @@ def _regroup(groups: list[list[dict]], *runs_lists: list[dict]) -> list[list[dic
 
 
 def _requeue(queue, child, analysis, model, ctx, tried) -> list[Candidate]:
-    """Re-run the rules on the new stack's trace; new fixes join the queue by gain."""
+    """Re-run the rules on the new stack's trace: the queue becomes what they propose now,
+    by gain. A fix whose finding no longer fires has nothing left to fix (pinned copies once
+    the data lives on the GPU) and is dropped; --fix names stay queued."""
     if analysis is None or model is None:
         return queue
     findings, _ = pipeline.run_findings(model, analysis, child.get("config") or {},
                                         child.get("environment") or ctx.environment, ctx.opts.rules_dirs)
-    fresh = [c for c in candidates_from_findings(findings, ctx.environment, ctx.only)
-             if c.key not in tried and c.key not in {q.key for q in queue}]
-    merged = queue + fresh
-    return sorted(merged, key=lambda c: -(c.est_gain_ms or 0.0))
+    fresh = {c.key: c for c in candidates_from_findings(findings, ctx.environment, None) if c.key not in tried}
+    named = [q for q in queue if ctx.only and q.name in ctx.only and q.key not in fresh]
+    kept = [c for c in fresh.values() if ctx.only is None or c.name in ctx.only]
+    return sorted(kept + named, key=lambda c: -(c.est_gain_ms or 0.0))
+
+
+def _regime_noise(groups: list[list[dict]], ref_runs: list[dict]) -> float | None:
+    """The noise of configurations that run like the current reference (mean step within
+    2x of it): a loader-bound baseline on a busy host spreads 10-30% between runs, the
+    GPU-bound stacks after it 1-2%, and the comparison at hand is between the latter."""
+    ref = [measure.step_ms(r) for r in ref_runs if measure.step_ms(r)]
+    if not ref:
+        return None
+    centre = statistics.fmean(ref)
+    near = [g for g in groups if g and 0.5 <= statistics.fmean([measure.step_ms(r) or centre for r in g]) / centre <= 2.0]
+    return measure.pooled_noise(near)
 
 
 def _verdict(runs: list[dict], ref_runs: list[dict], loss_ref: dict, noise: float,

@@ -142,6 +142,16 @@ def test_pooled_noise_and_gain():
     assert measure.pooled_gain([_timed(5.0), _timed(5.5)], [_timed(10.0), _timed(11.0)]) == pytest.approx(1.0)
 
 
+def test_noise_comes_from_configurations_that_run_like_the_reference():
+    from advisor.trials import _regime_noise
+
+    loader_bound = [_timed(100.0), _timed(130.0)]   # 30% apart: a busy host's loader
+    gpu_bound = [_timed(10.0), _timed(10.1)]        # 1% apart
+    assert _regime_noise([loader_bound, gpu_bound], gpu_bound) == pytest.approx(0.01)
+    assert _regime_noise([loader_bound, gpu_bound], loader_bound) == pytest.approx(0.3)
+    assert _regime_noise([loader_bound], [_timed(10.0)]) is None  # nothing alike: the caller pools all
+
+
 def test_verdicts_confirm_gains_inside_the_noise():
     from advisor.trials import _verdict
 
