@@ -10,89 +10,20 @@ change training dynamics (batch size) are measured apart, on top of the final st
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from advisor import interventions, measure, pipeline
+from advisor.candidates import Candidate, candidates_from_findings
 from advisor.interventions._patch import NOT_APPLIED
 
-# Fixes a rule may name that advisor cannot apply at run time: shown as suggestions.
-SUGGEST_ONLY = {"uint8-inputs", "defer-syncs", "expandable-segments", "ddp", "grad-scaler",
-                "overlap-communication", "cuda-graphs", None}
 APART = {"batch-size"}
 # Why a group's later value wins a tie within noise (see _Ladder._compete).
 TIE_REASON = {"dataloader-workers": "with more headroom", "torch-compile": "without CUDA graphs' static memory"}
 # Extra (reference, trial) timing rounds for a gain inside the noise band.
 CONFIRM_ROUNDS = 2
-
-
-@dataclass
-class Candidate:
-    name: str                       # intervention name
-    params: dict = field(default_factory=dict)
-    origin: str | None = None       # rule code that proposed it
-    est_gain_ms: float | None = None
-    group: str | None = None        # candidates of one group compete; the best is kept
-    fallback: "Candidate | None" = None  # tried next when this one cannot apply to the script
-
-    @property
-    def key(self) -> str:
-        extra = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()) if not k.startswith("_"))
-        return f"{self.name}({extra})" if extra else self.name
-
-    def as_spec(self) -> dict:
-        return {"name": self.name, "params": dict(self.params)}
-
-
-def expand(fix: dict, origin: str | None, gain: float | None, environment: dict) -> list[Candidate]:
-    """One finding's fix → the concrete trials that test it."""
-    name = fix.get("intervention")
-    if name in SUGGEST_ONLY or fix.get("suggest_only") or name not in interventions.MODULES:
-        return []
-    params = {k: v for k, v in (fix.get("params") or {}).items() if v is not None}
-    if name == "dataloader-workers":
-        cpus = int(environment.get("cpu_count") or os.cpu_count() or 2)
-        # A few values, not a sweep: each trial is a fresh process. Half the cores and all
-        # of them (up to 8: beyond that workers mostly contend for the same memory bandwidth).
-        values = sorted({max(2, min(8, cpus) // 2), max(2, min(8, cpus))})
-        pin = bool(environment.get("gpu_count"))
-        return [Candidate(name, {"num_workers": v, "pin_memory": pin}, origin, gain, group="dataloader-workers")
-                for v in values]
-    if name == "pin-memory":
-        return [Candidate("pin-memory", {"pin_memory": True}, origin, gain)]
-    if name == "batch-size":
-        return [Candidate(name, {"factor": f}, origin, gain, group="batch-size") for f in (2, 4)]
-    if name == "preload-dataset":
-        # Host-side storage is the fallback when the samples cannot live on the device.
-        return [Candidate(name, params, origin, gain, fallback=Candidate("precompute-samples", {}, origin, gain))]
-    if name == "amp":
-        return [Candidate(name, {"dtype": params.get("dtype", "bfloat16")}, origin, gain)]
-    if name == "torch-compile":
-        if params.get("mode"):
-            return [Candidate(name, {"mode": params["mode"]}, origin, gain)]
-        # CUDA graphs (reduce-overhead) take the launch cost away too, but hold static memory
-        # and re-record on new shapes: a later value of a group wins a tie, so plain compile
-        # comes last.
-        modes = ("reduce-overhead", "default") if environment.get("gpu_count") else ("default",)
-        return [Candidate(name, {"mode": m}, origin, gain, group="torch-compile") for m in modes]
-    return [Candidate(name, {}, origin, gain)]
-
-
-def candidates_from_findings(findings: list[dict], environment: dict, only: set[str] | None) -> list[Candidate]:
-    out: list[Candidate] = []
-    for f in findings:
-        fix = f.get("fix") or {}
-        for c in expand(fix, f.get("code"), f.get("estimated_gain_ms"), environment):
-            if only is None or c.name in only:
-                out.append(c)
-    if only:  # --fix names a fix no rule proposed: trial it anyway
-        named = {c.name for c in out}
-        for name in only - named:
-            out.extend(expand({"intervention": name}, None, None, environment))
-    return out
 
 
 @dataclass
@@ -295,10 +226,22 @@ class _Ladder:
                 self._compete(cand, runs, analysis, model, rec, used)
         elif rec["status"] == "rejected" and not rec["reason"].startswith("numerics"):
             self.slow.add(cand.key)
+            self._learn(child, analysis, model, name)
         elif rec["status"] == "skipped" and cand.fallback:
             self.queue.insert(0, cand.fallback)
         if cand.key in self.retried:
             rec["reason"] += " (tried again after the stack changed)"
+
+    def _learn(self, child, analysis, model, name: str) -> None:
+        """A fix that did not pay can still show what stands in the way: AMP that halves the
+        kernel time of an eager step which does not get faster leaves a launch-bound trace.
+        What the rules find in the rejected trial's trace joins the queue; the rejected fix
+        is retried once a fix is kept."""
+        queued = {q.key for q in self.queue} | self.tried | {c.key for c in self.stack}
+        found = [c for c in _requeue([], child, analysis, model, self.ctx, self.tried) if c.key not in queued]
+        if found:
+            self.say(f"trial {name}'s trace points at {', '.join(sorted({c.name for c in found}))}: queued")
+            self.queue = sorted(self.queue + found, key=lambda c: -(c.est_gain_ms or 0.0))
 
     def _confirm(self, name: str, cand: Candidate, runs: list[dict], changes_numerics: bool):
         """The verdict, after re-timing a gain inside the noise band: the reference and the

@@ -147,7 +147,10 @@ def main(argv=None):
         images_d, labels_d = images.to(device), labels.to(device)
 
         def gather(idx):
-            idx = torch.as_tensor(idx, device=device)
+            idx = torch.as_tensor(idx)
+            if on_gpu:  # a pageable copy would wait for the GPU to drain; a pinned one is queued
+                idx = idx.pin_memory()
+            idx = idx.to(device, non_blocking=True)
             return images_d[idx], labels_d[idx]
 
         loader = torch.utils.data.DataLoader(range(len(dataset)), batch_size=args.batch_size, shuffle=True,

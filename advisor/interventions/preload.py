@@ -60,7 +60,12 @@ class Preloaded(torch.utils.data.Dataset):
 
     def __getitems__(self, indices):
         # A batch marked as already collated: the DataLoader's collate_fn is set to unwrap it.
-        return _Batch(_take(self._data, torch.as_tensor(indices, dtype=torch.long).to(self._device, non_blocking=True)))
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        if self._device.type == "cuda":
+            # From pageable memory the copy waits for the stream to drain (an H100 run lost
+            # 1.4 ms a step to it, booked as data wait); from pinned memory it is queued.
+            idx = idx.pin_memory()
+        return _Batch(_take(self._data, idx.to(self._device, non_blocking=True)))
 
     def __getattr__(self, name):
         if name.startswith("_"):

@@ -187,7 +187,9 @@ def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
     ctx.insert(f, stmt, f"_preloaded = torch.utils._pytree.tree_map(lambda t: t.to({device!r}), "
                         f"torch.utils.data.default_collate([{text}[i] for i in range(len({text}))]))",
                after=False, prio=PRIO_INPUT)
-    gather = "lambda idx: torch.utils._pytree.tree_map(lambda t: t[torch.as_tensor(idx, device=t.device)], _preloaded)"
+    # the indices go through pinned memory: a pageable copy would wait for the GPU to drain
+    index = "torch.as_tensor(idx)" if device == "cpu" else f"torch.as_tensor(idx).pin_memory().to({device!r}, non_blocking=True)"
+    gather = f"lambda idx: torch.utils._pytree.tree_map(lambda t, i={index}: t[i], _preloaded)"
 
     def edit(c: cst.Call) -> cst.Call:
         c = remove_arg(remove_arg(c, "persistent_workers"), "prefetch_factor")

@@ -3,8 +3,8 @@
 A sync after every step would stop the CPU from queueing the next step while the GPU works,
 and so would time a different (serialized) program. The per-step times are host-side step
 boundaries; they tile the window, whose end waits for the GPU. The window lasts at least
-``min_s`` seconds, up to 3x the steps asked, and spans whole epochs when the training
-DataLoader's epoch fits in that: any k*L consecutive steps hold exactly k epoch starts, where
+``min_s`` seconds, up to CAP times the steps asked, and spans whole epochs when the training
+DataLoader's epoch is at most ALIGN times the steps asked: any k*L consecutive steps hold exactly k epoch starts, where
 the loader's workers make a fresh first batch (on an H100, 150-260 ms against 15 ms steps;
 windows holding one or two of them differed by 20%).
 """
@@ -15,12 +15,19 @@ from time import perf_counter
 
 import torch
 
+# How far a window may grow past the steps asked to reach min_s. Short steps need many of
+# them: on an H100 a 16 ms step holding one 60 ms host hiccup moved a 48-step window by 8%.
+CAP = 10
+# Whole epochs only when one is at most this many times the steps asked: a longer epoch
+# could outlast a short script, and its start weighs little in a window that long.
+ALIGN = 3
+
 
 class Window:
     def __init__(self, steps: int, min_s: float):
         self.steps = max(0, int(steps))
         self.min_s = max(0.0, float(min_s))
-        self.cap = 3 * self.steps
+        self.cap = CAP * self.steps
         self.batches_per_epoch: int | None = None  # len() of the training loop's DataLoader
         self.step_times_ms: list[float] = []
         self.data_wait_ms: list[float] = []
@@ -56,7 +63,7 @@ class Window:
         if k < self.steps:
             return False
         per_epoch = self.batches_per_epoch
-        if per_epoch and per_epoch <= self.cap:
+        if per_epoch and per_epoch <= ALIGN * self.steps:
             if k % per_epoch:
                 return False
             return elapsed >= self.min_s or k + per_epoch > max(self.cap, 2 * per_epoch)

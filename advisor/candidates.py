@@ -1,0 +1,79 @@
+"""Which trials a finding asks for: a finding's fix becomes one or more concrete candidates
+(worker counts to compare, compile modes, a fallback when the first choice cannot apply)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from advisor import interventions
+
+# Fixes a rule may name that advisor cannot apply at run time: shown as suggestions.
+SUGGEST_ONLY = {"uint8-inputs", "defer-syncs", "expandable-segments", "ddp", "grad-scaler",
+                "overlap-communication", "cuda-graphs", None}
+
+
+@dataclass
+class Candidate:
+    name: str                       # intervention name
+    params: dict = field(default_factory=dict)
+    origin: str | None = None       # rule code that proposed it
+    est_gain_ms: float | None = None
+    group: str | None = None        # candidates of one group compete; the best is kept
+    fallback: "Candidate | None" = None  # tried next when this one cannot apply to the script
+
+    @property
+    def key(self) -> str:
+        extra = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()) if not k.startswith("_"))
+        return f"{self.name}({extra})" if extra else self.name
+
+    def as_spec(self) -> dict:
+        return {"name": self.name, "params": dict(self.params)}
+
+
+def expand(fix: dict, origin: str | None, gain: float | None, environment: dict) -> list[Candidate]:
+    """One finding's fix → the concrete trials that test it."""
+    name = fix.get("intervention")
+    if name in SUGGEST_ONLY or fix.get("suggest_only") or name not in interventions.MODULES:
+        return []
+    params = {k: v for k, v in (fix.get("params") or {}).items() if v is not None}
+    if name == "dataloader-workers":
+        cpus = int(environment.get("cpu_count") or os.cpu_count() or 2)
+        # A few values, not a sweep: each trial is a fresh process. Half the cores and all
+        # of them (up to 8: beyond that workers mostly contend for the same memory bandwidth).
+        values = sorted({max(2, min(8, cpus) // 2), max(2, min(8, cpus))})
+        pin = bool(environment.get("gpu_count"))
+        return [Candidate(name, {"num_workers": v, "pin_memory": pin}, origin, gain, group="dataloader-workers")
+                for v in values]
+    if name == "pin-memory":
+        return [Candidate("pin-memory", {"pin_memory": True}, origin, gain)]
+    if name == "batch-size":
+        return [Candidate(name, {"factor": f}, origin, gain, group="batch-size") for f in (2, 4)]
+    if name == "preload-dataset":
+        # Host-side storage is the fallback when the samples cannot live on the device.
+        return [Candidate(name, params, origin, gain, fallback=Candidate("precompute-samples", {}, origin, gain))]
+    if name == "amp":
+        return [Candidate(name, {"dtype": params.get("dtype", "bfloat16")}, origin, gain)]
+    if name == "torch-compile":
+        if params.get("mode"):
+            return [Candidate(name, {"mode": params["mode"]}, origin, gain)]
+        # CUDA graphs (reduce-overhead) take the launch cost away too, but hold static memory
+        # and re-record on new shapes: a later value of a group wins a tie, so plain compile
+        # comes last.
+        modes = ("reduce-overhead", "default") if environment.get("gpu_count") else ("default",)
+        return [Candidate(name, {"mode": m}, origin, gain, group="torch-compile") for m in modes]
+    return [Candidate(name, {}, origin, gain)]
+
+
+def candidates_from_findings(findings: list[dict], environment: dict, only: set[str] | None) -> list[Candidate]:
+    out: list[Candidate] = []
+    for f in findings:
+        fix = f.get("fix") or {}
+        for c in expand(fix, f.get("code"), f.get("estimated_gain_ms"), environment):
+            if only is None or c.name in only:
+                out.append(c)
+    if only:  # --fix names a fix no rule proposed: trial it anyway
+        named = {c.name for c in out}
+        for name in only - named:
+            out.extend(expand({"intervention": name}, None, None, environment))
+    return out
