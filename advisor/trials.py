@@ -134,8 +134,10 @@ class _Ladder:
             self.queue = candidates_from_findings(self.ctx.baseline_findings, self.ctx.environment, self.ctx.only)
             while self.queue:
                 cand = self.queue.pop(0)
+                # A fix already kept is not stacked again, whatever its parameters: its group
+                # competed already (compile default on top of reduce-overhead compiled twice).
                 if cand.key in self.tried or cand.name in {a["name"] for a in self.ctx.applied} \
-                        or (cand.group is None and cand.name in {c.name for c in self.stack}):
+                        or cand.name in {c.name for c in self.stack}:
                     continue
                 self.tried.add(cand.key)
                 if cand.name in APART:

@@ -53,10 +53,16 @@ def _same(a, b) -> bool:
     return a == b
 
 
-@pytest.mark.parametrize("dataset,persistent", [(Converting, True), (Dicts, False)])
-def test_batches_and_random_stream_are_the_dataloaders(dataset, persistent, applied):
-    make = lambda: torch.utils.data.DataLoader(dataset(21), batch_size=4, shuffle=True, num_workers=2,  # noqa: E731
-                                               persistent_workers=persistent, drop_last=False)
+@pytest.mark.parametrize("dataset,persistent,generator,fast", [
+    (Converting, True, None, True),      # index tensors made in one randperm
+    (Dicts, False, None, True),
+    (Converting, False, 5, False),       # a generator of the script's own: the sampler's lists
+])
+def test_batches_and_random_stream_are_the_dataloaders(dataset, persistent, generator, fast, applied):
+    def make():
+        g = torch.Generator().manual_seed(generator) if generator is not None else None
+        return torch.utils.data.DataLoader(dataset(21), batch_size=4, shuffle=True, num_workers=2,
+                                           persistent_workers=persistent, drop_last=dataset is Dicts, generator=g)
     got, after = _epochs(make, seed=3)
     init = torch.utils.data.DataLoader.__init__
     torch.utils.data.DataLoader.__init__ = init.__advisor_original__
@@ -64,12 +70,13 @@ def test_batches_and_random_stream_are_the_dataloaders(dataset, persistent, appl
         want, want_after = _epochs(make, seed=3)
     finally:
         torch.utils.data.DataLoader.__init__ = init
-    assert len(got) == len(want) == 12
+    assert len(got) == len(want) == (10 if dataset is Dicts else 12)
     assert all(_same(g, w) for g, w in zip(got, want))
     assert torch.equal(after, want_after)
     loader = make()
     assert loader.num_workers == 0 and isinstance(loader.dataset, preload.Preloaded)
-    assert loader.dataset.classes == ["a", "b"] and len(loader) == 6
+    assert preload._fast_indices_match(loader) is fast
+    assert loader.dataset.classes == ["a", "b"] and len(loader) == (5 if dataset is Dicts else 6)
 
 
 def test_what_cannot_be_preloaded_is_refused_with_a_reason():

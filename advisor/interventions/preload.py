@@ -60,6 +60,8 @@ class Preloaded(torch.utils.data.Dataset):
 
     def __getitems__(self, indices):
         # A batch marked as already collated: the DataLoader's collate_fn is set to unwrap it.
+        if isinstance(indices, torch.Tensor):  # from _index_batches: already on the device
+            return _Batch(_take(self._data, indices.to(self._device, non_blocking=True)))
         idx = torch.as_tensor(indices, dtype=torch.long)
         if self._device.type == "cuda":
             # From pageable memory the copy waits for the stream to drain (an H100 run lost
@@ -165,18 +167,71 @@ def _single_process(loader) -> None:
     loader.num_workers = 0
     loader.pin_memory = False
     loader.collate_fn = _unwrap
-    if persistent:
+    fast = _fast_indices_match(loader)
+    kept = []
+
+    def _get_iterator():
         # A persistent iterator draws its base seed once, not every epoch: keep one iterator
         # too, so the sampler's random stream (the shuffle) is the one the script had.
-        kept = []
+        if persistent and kept:
+            kept[0]._reset(loader)
+            it = kept[0]
+        else:
+            it = _SingleProcessDataLoaderIter(loader)
+            kept[:] = [it]
+        if fast:  # the sampler's batches, as index tensors made on the device
+            it._sampler_iter = _index_batches(loader.batch_sampler, loader.dataset._device)
+        return it
+    loader._get_iterator = _get_iterator
 
-        def _get_iterator():
-            if not kept:
-                kept.append(_SingleProcessDataLoaderIter(loader))
-            else:
-                kept[0]._reset(loader)
-            return kept[0]
-        loader._get_iterator = _get_iterator
+
+def _fast_kind(batch_sampler) -> str | None:
+    from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
+
+    if type(batch_sampler) is not BatchSampler:
+        return None
+    s = batch_sampler.sampler
+    if type(s) is SequentialSampler:
+        return "sequential"
+    if type(s) is RandomSampler and not s.replacement and s._num_samples is None and s.generator is None:
+        return "random"
+    return None
+
+
+def _index_batches(batch_sampler, device: torch.device):
+    """What iter(batch_sampler) yields, as index tensors: the same draws from the same random
+    stream (RandomSampler seeds a private generator from one draw, then one randperm), without
+    a Python int per sample (2048-int lists cost ~1 ms a batch on an H100 host)."""
+    n = len(batch_sampler.sampler.data_source)
+    if _fast_kind(batch_sampler) == "random":
+        seed = int(torch.empty((), dtype=torch.int64).random_().item())
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    else:
+        order = torch.arange(n)
+    if device.type == "cuda":
+        order = order.pin_memory()
+    order = order.to(device, non_blocking=True)
+    size = batch_sampler.batch_size
+    stop = n - n % size if batch_sampler.drop_last else n
+    for i in range(0, stop, size):
+        yield order[i:i + size]
+
+
+def _fast_indices_match(loader) -> bool:
+    """Does _index_batches reproduce this loader's sampler? Checked on one epoch each way
+    from the same random state (then restored): any other sampler keeps the generic path."""
+    bs = loader.batch_sampler
+    if _fast_kind(bs) is None:
+        return False
+    states = precompute._rng_states()
+    try:
+        want = [list(b) for b in bs]
+        after_want = torch.get_rng_state()
+        precompute._restore(states)
+        got = [b.tolist() for b in _index_batches(bs, torch.device("cpu"))]
+        return got == want and torch.equal(torch.get_rng_state(), after_want)
+    finally:
+        precompute._restore(states)
 
 
 def apply(params) -> None:
