@@ -7,6 +7,8 @@ import json
 import math
 import os
 
+import pytest
+
 from test_runner_support import line_of, run_advised, train_script, write
 
 from advisor.runner.window import CAP
@@ -268,3 +270,28 @@ def test_trial_spec_interventions_tb_dir_seed(tmp_path, capfd):
     assert os.path.exists(main / res["trace_files"][0])
     assert len(res["warmup_step_times_ms"]) == 2 and len(res["step_times_ms"]) == 2
     assert res["config"]["zero_grad"]["value"] == {"set_to_none": True}
+
+
+def test_script_ending_inside_a_grown_window_keeps_the_steps_asked(tmp_path, capfd):
+    script = write(tmp_path / "short.py", """
+        import time, torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for i in range(14):
+            model(torch.randn(2, 4)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            time.sleep(0.01)
+        print("evaluated and saved")
+    """)
+    # 2 warmup + 4 steps asked, the window grows towards 60 s: the script ends after 14 steps
+    res, *_ = run_advised(capfd, script, ["short.py"], str(tmp_path), str(tmp_path / "run"),
+                          warmup_steps=2, profile_steps=2, measure_steps=4, measure_min_s=60)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert len(res["step_times_ms"]) == 12 and res["measure_window_ms"] == pytest.approx(sum(res["step_times_ms"]), rel=1e-3)
+    assert any("ended inside the timed window after 12 timed steps" in n for n in res["notes"])
+    assert not res["trace_files"]
+    # too short for the steps asked: incomplete, as before
+    res, *_ = run_advised(capfd, script, ["short.py"], str(tmp_path), str(tmp_path / "run2"),
+                          warmup_steps=2, profile_steps=2, measure_steps=20, measure_min_s=0)
+    assert res["status"] == "incomplete"

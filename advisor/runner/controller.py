@@ -425,6 +425,12 @@ class Controller:
             self.exit = {"code": code, "exception": text, "stopped_by_advisor": False}
             if exc is None or isinstance(exc, SystemExit):
                 self.stage = "finished-early"
+                if code == 0 and self.phase == "measure" and not self.settle and self.window.close_early():
+                    # A window grown towards --min-time outlasted a short script (a batch-size
+                    # trial halves its steps): the steps asked were timed, none profiled.
+                    self.note(f"the script ended inside the timed window after {len(self.window.step_times_ms)} "
+                              "timed steps: those are kept; no steps were profiled after them")
+                    self.stage = "measured"
         self.save()
         self.progress("done", self.steps_seen, status=self.stage)
         try:

@@ -58,6 +58,17 @@ class Window:
             self.window_ms = (t - self._t0) * 1e3
         return last
 
+    def close_early(self) -> bool:
+        """The script ended inside the window: keep it when it holds the steps asked. The
+        steps' host-side times tile it up to the last step boundary (what ran after the
+        loop, an evaluation or a save, is not the training step's)."""
+        if self.window_ms is not None or len(self.step_times_ms) < max(1, self.steps):
+            return False
+        if self.sync:
+            torch.cuda.synchronize()
+        self.window_ms = sum(self.step_times_ms)
+        return True
+
     def complete(self, k: int, elapsed: float) -> bool:
         """Is a window of k steps, elapsed seconds long, complete?"""
         if k < self.steps:
