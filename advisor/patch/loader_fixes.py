@@ -150,8 +150,8 @@ def batch_size(ctx: PatchContext, fix: dict, p: dict) -> dict:
     return applied(here, [new_code, "comment: scale the learning rate with the batch"], changes_numerics=True)
 
 
-def precompute_samples(ctx: PatchContext, fix: dict, p: dict) -> dict:
-    """precompute-samples: the DataLoader reads a list of the dataset's samples, made once."""
+def _dataset_named(ctx: PatchContext, fix: dict, verb: str) -> tuple[SourceFile, cst.Call, str, str]:
+    """The DataLoader call and its dataset argument, which must be a plain name."""
     f, call = _dataloader_call(ctx, fix)
     here = location(f, f.line_of(call))
     found = find_arg(call, "dataset", 0)
@@ -159,7 +159,13 @@ def precompute_samples(ctx: PatchContext, fix: dict, p: dict) -> dict:
         raise SkipFix(f"no dataset argument in the DataLoader call at {here}")
     text = code_of(found[1].value)
     if not isinstance(found[1].value, cst.Name):
-        raise SkipFix(f"the dataset at {here} is an expression ({text}), not a name: precompute it yourself")
+        raise SkipFix(f"the dataset at {here} is an expression ({text}), not a name: {verb} it yourself")
+    return f, call, here, text
+
+
+def precompute_samples(ctx: PatchContext, fix: dict, p: dict) -> dict:
+    """precompute-samples: the DataLoader reads a list of the dataset's samples, made once."""
+    f, call, here, text = _dataset_named(ctx, fix, "precompute")
     value = f"[{text}[i] for i in range(len({text}))]"
 
     def edit(c: cst.Call) -> cst.Call:
@@ -172,14 +178,7 @@ def precompute_samples(ctx: PatchContext, fix: dict, p: dict) -> dict:
 def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
     """preload-dataset: every sample collated once onto the device; the DataLoader then
     shuffles and batches indices, and its collate_fn gathers each batch there."""
-    f, call = _dataloader_call(ctx, fix)
-    here = location(f, f.line_of(call))
-    found = find_arg(call, "dataset", 0)
-    if found is None:
-        raise SkipFix(f"no dataset argument in the DataLoader call at {here}")
-    text = code_of(found[1].value)
-    if not isinstance(found[1].value, cst.Name):
-        raise SkipFix(f"the dataset at {here} is an expression ({text}), not a name: preload it yourself")
+    f, call, here, text = _dataset_named(ctx, fix, "preload")
     if find_arg(call, "collate_fn", 6) is not None:
         raise SkipFix(f"the DataLoader at {here} has its own collate_fn")
     device = device_type(ctx, p)
