@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Does the fixes.patch a GPU ladder wrote work as code? Apply it to a copy of the example and run
+# both as plain python (no advisor), back to back.
+#   usage: bash benchmarks/patch_check.sh RUN_DIR   (e.g. reports/examples/h100-s4-cifar_resnet-trials)
+set -eu
+run=$1; W=/tmp/patch_check; rm -rf $W; mkdir -p $W
+cp examples/cifar_resnet.py $W/
+(cd $W && git init -q && git apply "$OLDPWD/$run/fixes.patch")
+git diff --no-index --stat examples/cifar_resnet.py $W/cifar_resnet.py || true
+echo "== original";  python3 examples/cifar_resnet.py --steps 77 --warmup-steps 29 | tail -1
+echo "== patched";   python3 $W/cifar_resnet.py --steps 77 --warmup-steps 29 | tail -1
