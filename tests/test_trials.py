@@ -194,6 +194,8 @@ def test_apply_runs_the_baseline_and_every_trial_with_the_fixes(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads((tmp_path / "run" / "run.json").read_text())
     assert doc["applied"] == ["zero_grad(set_to_none=True)"]
+    assert 'id="applied"' in (tmp_path / "run" / "index.html").read_text()  # the report says so
+    assert "applied (--apply)" in r.stderr
     assert [t["fix"] for t in doc["trials"][1:]] == ["nan-loss"]  # set-to-none is applied, not trialled
     for name in ("00-baseline-repeat", doc["trials"][1]["name"]):
         spec = json.loads((tmp_path / "run" / "trials" / name / "spec.json").read_text())
