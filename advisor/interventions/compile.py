@@ -4,8 +4,7 @@ The outermost module's ``forward`` is compiled in place at its first call, so th
 own reference to the model keeps working. Only ``forward``, not the whole module call
 (``Module.compile`` compiles ``_call_impl``): the forward hooks of the other fixes (autocast,
 channels_last) and of the runner then run outside the compiled region, as a ``with
-torch.autocast(...)`` around ``model(x)`` does in the user's code, and dynamo's guards do not
-cover advisor's hooks. The first compiled steps pay the compile time; the trial reports it
+torch.autocast(...)`` around ``model(x)`` does in the user's code. The first compiled steps pay the compile time; the trial reports it
 apart from the steady-state step time.
 """
 
