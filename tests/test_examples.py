@@ -47,9 +47,10 @@ def assert_decreased(ls, k=5):
     assert last < 0.8 * first, f"loss did not fall: first {k} mean {first:.3f}, last {k} mean {last:.3f}: {ls}"
 
 
-@pytest.mark.parametrize("name", ["cifar_resnet.py", "cifar_resnet_tuned.py"])
-def test_cifar_resnet_learns(name, tmp_path):
-    out = run_example(name, "--steps", "30", "--batch-size", "32", "--log-every", "1", cwd=tmp_path)
+@pytest.mark.parametrize("name,extra", [("cifar_resnet.py", ()), ("cifar_resnet_tuned.py", ()),
+                                        ("cifar_resnet_tuned.py", ("--data", "workers", "--workers", "2"))])
+def test_cifar_resnet_learns(name, extra, tmp_path):
+    out = run_example(name, "--steps", "30", "--batch-size", "32", "--log-every", "1", *extra, cwd=tmp_path)
     ls = losses(out)
     assert len(ls) == 30
     assert_decreased(ls)
