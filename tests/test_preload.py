@@ -79,19 +79,6 @@ def test_batches_and_random_stream_are_the_dataloaders(dataset, persistent, gene
     assert loader.dataset.classes == ["a", "b"] and len(loader) == (5 if dataset is Dicts else 6)
 
 
-@pytest.mark.parametrize("dataset", [Converting, Dicts])
-def test_worker_processes_collate_what_one_process_would(dataset):
-    ds = dataset(1100)  # three chunks of 512, the last one short
-    torch.manual_seed(7)
-    parallel = preload.collate_all(ds, workers=2)
-    after = torch.rand(2)
-    torch.manual_seed(7)
-    assert torch.equal(after, torch.rand(2))  # the script's random stream is untouched
-    serial = preload.collate_all(ds, workers=1)
-    assert _same(parallel, serial)
-    assert _same(serial, torch.utils.data.default_collate([ds[i] for i in range(len(ds))]))
-
-
 def test_what_cannot_be_preloaded_is_refused_with_a_reason():
     cpu = torch.device("cpu")
     assert "differs between two reads" in preload.plan(Augmenting(), {}, cpu)

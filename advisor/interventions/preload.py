@@ -132,45 +132,12 @@ def plan(dataset, loader_kwargs: dict, device: torch.device, max_bytes: int = MA
     return None
 
 
-def preload(dataset, device: torch.device, workers: int | None = None) -> Preloaded:
+def preload(dataset, device: torch.device) -> Preloaded:
     """Every sample once, collated as one batch, moved to the device."""
-    return Preloaded(dataset, _to(collate_all(dataset, workers), device), device)
-
-
-def collate_all(dataset, workers: int | None = None, chunk: int = 512):
-    """default_collate of every sample, in order. The samples are read by worker processes
-    (per-sample work such as image decoding then runs on every core, not one) and collated
-    per chunk; the chunks are concatenated, which for
-    default_collate's tensors equals collating them all at once. One process when workers
-    cannot start (a platform without fork, a dataset that cannot be sent to them). The random
-    generators are left as they were found (the dataset was checked to be deterministic)."""
-    import os
-
-    if workers is None:
-        workers = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    states = precompute._rng_states()
-    try:
-        if workers > 1 and len(dataset) > chunk:
-            try:
-                loader = torch.utils.data.DataLoader(dataset, batch_size=chunk, num_workers=workers,
-                                                     collate_fn=torch.utils.data.default_collate)
-                return _cat([b for b in loader])
-            except Exception:  # workers could not run it: one process does it all
-                precompute._restore(states)
-        return torch.utils.data.default_collate([dataset[i] for i in range(len(dataset))])
-    finally:
-        precompute._restore(states)
-
-
-def _cat(parts: list):
-    first = parts[0]
-    if isinstance(first, torch.Tensor):
-        return torch.cat(parts)
-    if isinstance(first, dict):
-        return type(first)({k: _cat([p[k] for p in parts]) for k in first})
-    if isinstance(first, tuple) and hasattr(first, "_fields"):
-        return type(first)(*(_cat(list(col)) for col in zip(*parts)))
-    return type(first)(_cat(list(col)) for col in zip(*parts))
+    samples = precompute.precompute(dataset)._samples
+    collated = torch.utils.data.default_collate(samples)
+    del samples
+    return Preloaded(dataset, _to(collated, device), device)
 
 
 def _to(data, device):
