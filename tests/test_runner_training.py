@@ -295,3 +295,30 @@ def test_script_ending_inside_a_grown_window_keeps_the_steps_asked(tmp_path, cap
     res, *_ = run_advised(capfd, script, ["short.py"], str(tmp_path), str(tmp_path / "run2"),
                           warmup_steps=2, profile_steps=2, measure_steps=20, measure_min_s=0)
     assert res["status"] == "incomplete"
+
+
+def test_the_loader_that_feeds_the_first_step_is_the_training_loader(tmp_path, capfd):
+    """A validation pass before training draws the first batch from another loader: the batch
+    size, the epoch length and the DataLoader config come from the one the steps consume."""
+    script = write(tmp_path / "valfirst.py", """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        val = DataLoader(TensorDataset(torch.randn(15, 2)), batch_size=5)           # 3 batches
+        train = DataLoader(TensorDataset(torch.randn(40, 2)), batch_size=8, shuffle=True)  # 5 an epoch
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        with torch.no_grad():
+            for (x,) in val:
+                model(x)
+        for epoch in range(1000):
+            for (x,) in train:
+                model(x).sum().backward()
+                opt.step()
+                opt.zero_grad()
+    """)
+    res, *_ = run_advised(capfd, script, ["valfirst.py"], str(tmp_path), str(tmp_path / "run"),
+                          warmup_steps=2, profile_steps=1, measure_steps=3, measure_min_s=0)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert res["batch_size"] == 8 and res["batch_size_source"] == "dataloader"
+    assert res["batches_per_epoch"] == 5 and len(res["step_times_ms"]) == 5
+    assert res["config"]["dataloader"]["value"]["batch_size"] == 8

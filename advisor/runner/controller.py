@@ -299,6 +299,8 @@ class Controller:
 
     def _boundary_impl(self) -> None:
         n = self.steps_seen = self.steps_seen + 1
+        if n == 1 and self.hooks is not None:
+            self.hooks.first_step()
         self._loss_refs.append(self.cur_loss)
         self.cur_loss = None
         phase = self.phase

@@ -68,6 +68,8 @@ class Hooks:
         self._fwd_token = None
         self._scaled = None          # (scaled output, unscaled detached) from GradScaler.scale
         self._batch_seen = False
+        self._step0 = None           # (iterator, batch) last drawn before the first training step
+        self._first_iter = None
         self._h2d_done = False
         self._main_ident = threading.main_thread().ident
 
@@ -145,12 +147,24 @@ class Hooks:
                     c.ranges.pop(tok)
             if not hooks._batch_seen:
                 hooks._first_batch(it, batch)
+            if c.steps_seen == 0:
+                hooks._step0 = (it, batch)
             return batch
 
         self.permanent.set(_BaseDataLoaderIter, "__next__", __next__)
 
+    def first_step(self) -> None:
+        """The first training step ended: the loader that fed it is the training loader. A
+        script that runs a validation pass first drew its first batch from another one."""
+        step0, self._step0 = self._step0, None
+        if step0 is None or step0[0] is self._first_iter:
+            return
+        self.c.batch_size = None
+        self._first_batch(*step0)
+
     def _first_batch(self, it, batch) -> None:
         self._batch_seen = True
+        self._first_iter = it
         try:
             self.obs.on_first_batch(it)
             t = first_tensor(batch)
