@@ -96,7 +96,7 @@ def plan(dataset, max_bytes: int = MAX_BYTES, max_seconds: float = MAX_SECONDS) 
     if n == 0:
         return "the dataset is empty"
     probes = sorted({int(i * (n - 1) / max(1, PROBES - 1)) for i in range(PROBES)})
-    states = _rng_states()  # the probes' random draws are not the script's
+    states = rng_states()  # the probes' random draws are not the script's
     try:
         t0 = time.perf_counter()
         for i in probes:
@@ -105,7 +105,7 @@ def plan(dataset, max_bytes: int = MAX_BYTES, max_seconds: float = MAX_SECONDS) 
         per_sample = (time.perf_counter() - t0) / (2 * len(probes))
         size = _nbytes(dataset[probes[0]]) * n
     finally:
-        _restore(states)
+        restore_rng(states)
     if size > max_bytes:
         return f"the samples would take ~{size / (1 << 30):.1f} GiB (limit {max_bytes / (1 << 30):.0f} GiB)"
     if per_sample * n > max_seconds:
@@ -115,14 +115,14 @@ def plan(dataset, max_bytes: int = MAX_BYTES, max_seconds: float = MAX_SECONDS) 
 
 def precompute(dataset) -> Precomputed:
     """Every sample, computed once; the random generators are left as they were found."""
-    states = _rng_states()
+    states = rng_states()
     try:
         return Precomputed(dataset, [dataset[i] for i in range(len(dataset))])
     finally:
-        _restore(states)
+        restore_rng(states)
 
 
-def _rng_states() -> tuple:
+def rng_states() -> tuple:
     try:
         import numpy as np
 
@@ -132,7 +132,7 @@ def _rng_states() -> tuple:
     return torch.get_rng_state(), random.getstate(), np_state
 
 
-def _restore(states: tuple) -> None:
+def restore_rng(states: tuple) -> None:
     torch.set_rng_state(states[0])
     random.setstate(states[1])
     if states[2] is not None:

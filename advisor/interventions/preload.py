@@ -123,12 +123,12 @@ def plan(dataset, loader_kwargs: dict, device: torch.device, max_bytes: int = MA
     why = precompute.plan(dataset, max_bytes=max_bytes)
     if why:
         return why.replace("precomputing", "preloading")
-    states = precompute._rng_states()
+    states = precompute.rng_states()
     try:
         if not _plain(dataset[0]):
             return "a sample holds values other than tensors, arrays and numbers"
     finally:
-        precompute._restore(states)
+        precompute.restore_rng(states)
     return None
 
 
@@ -223,15 +223,15 @@ def _fast_indices_match(loader) -> bool:
     bs = loader.batch_sampler
     if _fast_kind(bs) is None:
         return False
-    states = precompute._rng_states()
+    states = precompute.rng_states()
     try:
         want = [list(b) for b in bs]
         after_want = torch.get_rng_state()
-        precompute._restore(states)
+        precompute.restore_rng(states)
         got = [b.tolist() for b in _index_batches(bs, torch.device("cpu"))]
         return got == want and torch.equal(torch.get_rng_state(), after_want)
     finally:
-        precompute._restore(states)
+        precompute.restore_rng(states)
 
 
 def apply(params) -> None:
