@@ -31,6 +31,17 @@ def step_ms(child: dict) -> float | None:
     return median_step_ms(child)
 
 
+def warmup_cost_s(child: dict) -> float | None:
+    """Seconds the untimed steps after the first took beyond the steady step: compilation,
+    CUDA graph recording, cuDNN autotuning. The first step is left out (it also holds the
+    script's own start-up: imports, data, model)."""
+    steady = step_ms(child)
+    warm = [t for t in (child.get("warmup_step_times_ms") or [])[1:] if t is not None]
+    if steady is None or not warm:
+        return None
+    return sum(max(0.0, t - steady) for t in warm) / 1e3
+
+
 def samples_per_s(child: dict) -> float | None:
     ms = step_ms(child)
     batch = child.get("batch_size")

@@ -80,6 +80,7 @@ def _describe(child: dict, analysis: dict | None, base: dict) -> dict:
         "steps_measured": len(measure.step_times(child)),
         "elapsed_s": child.get("elapsed_s"),
         "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
+        "warmup_cost_s": measure.warmup_cost_s(child),
         "peak_memory_bytes": mem.get("max_allocated_bytes"),
         "speedup_vs_baseline": _plus_one(measure.throughput_gain(child, base)),
         "losses": child.get("losses") or [],

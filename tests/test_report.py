@@ -341,3 +341,16 @@ def test_example_traces_are_chrome_trace_json():
             if ev["ph"] == "X":
                 assert isinstance(ev["ts"], (int, float)) and isinstance(ev["dur"], (int, float)) and ev["dur"] >= 0
                 assert "pid" in ev and "tid" in ev and isinstance(ev.get("name"), str)
+
+
+def test_ladder_shows_the_warmup_cost_apart_from_the_step_time(tmp_path):
+    doc = rundir.read_json(SESSION2 / "run.json")
+    for t in doc["trials"]:
+        if t["name"] == "02-dataloader-workers-4":
+            t["warmup_cost_s"] = 41.25
+    text = report_html.render_html(doc, tmp_path)
+    ladder = text.split('id="ladder"', 1)[1].split("</table>", 1)[0]
+    assert ">warm-up</th>" in ladder
+    row = ladder.split("(02-dataloader-workers-4)", 1)[1].split("</tr>", 1)[0]
+    assert '<td class="num warmup">41.2 s</td>' in row
+    assert ladder.count('<td class="num warmup">–</td>') >= 2  # the baseline, and trials of older documents

@@ -179,6 +179,11 @@ def test_compiled_model_recompiles_before_the_window_opens(tmp_path, capfd):
     times = sorted(res["step_times_ms"])
     assert len(times) == 6 and times[-1] < 20 * times[len(times) // 2], res["step_times_ms"]
     assert res["steps_seen"] == 2 + 3 + 6 + (1 + 3) + 1  # the profiler's warmup also lets it recompile
+    # the untimed steps: 2 warm-up + 3 settle; what they took beyond the steady step is the
+    # compile cost a trial reports apart from its step time
+    from advisor import measure
+    assert len(res["warmup_step_times_ms"]) == 2 + 3
+    assert measure.warmup_cost_s(res) > 0.05
 
 
 def test_advisor_step_is_noop_outside_advisor(tmp_path):

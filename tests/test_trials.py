@@ -142,6 +142,12 @@ def test_pooled_noise_and_gain():
     assert measure.pooled_gain([_timed(5.0), _timed(5.5)], [_timed(10.0), _timed(11.0)]) == pytest.approx(1.0)
 
 
+def test_warmup_cost_is_what_the_untimed_steps_took_beyond_the_steady_step():
+    child = {**_timed(10.0), "warmup_step_times_ms": [9000.0, 2010.0, 10.0, 500.0]}
+    assert measure.warmup_cost_s(child) == pytest.approx((2000.0 + 0.0 + 490.0) / 1e3)  # not the first
+    assert measure.warmup_cost_s(_timed(10.0)) is None
+
+
 def test_noise_comes_from_configurations_that_run_like_the_reference():
     from advisor.trials import _regime_noise
 

@@ -59,18 +59,18 @@ def trials_table(doc: dict) -> Table | None:
     if not trials:
         return None
     meas = doc.get("measurement") or {}
-    table = Table("technique", "batch", "peak mem", "step ms", "samples/s", "vs baseline", "verdict",
+    table = Table("technique", "batch", "peak mem", "step ms", "samples/s", "vs baseline", "warm-up s", "verdict",
                   title="trials (each in a fresh process; the fix applied at run time)")
     mem = (doc.get("memory") or {}).get("max_allocated_bytes")
     table.add_row("baseline", str(meas.get("batch_size") or "?"), _gib(mem), _fmt(meas.get("step_time_ms"), nd=2),
-                  _fmt(meas.get("samples_per_s")), "1.00x", "")
+                  _fmt(meas.get("samples_per_s")), "1.00x", "", "")
     for t in trials:
         sp = t.get("speedup_vs_baseline")
         label = " + ".join(t.get("interventions") or []) or t.get("fix", "")
         verdict = f"{t.get('status')}: {t.get('reason') or ''}"
         table.add_row(escape(label), str(t.get("batch_size") or ""), _gib(t.get("peak_memory_bytes")),
                       _fmt(t.get("step_time_ms"), nd=2), _fmt(t.get("samples_per_s")),
-                      f"{sp:.2f}x" if sp else "", escape(verdict))
+                      f"{sp:.2f}x" if sp else "", _fmt(t.get("warmup_cost_s"), nd=1), escape(verdict))
     return table
 
 

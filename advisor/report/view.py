@@ -50,7 +50,7 @@ def baseline_row(doc: dict) -> dict:
             "batch_size": meas.get("batch_size"), "peak_memory_bytes": num(mem),
             "step_time_ms": num(meas.get("step_time_ms")), "samples_per_s": num(meas.get("samples_per_s")),
             "speedup": 1.0 if num(meas.get("samples_per_s")) or num(meas.get("step_time_ms")) else None,
-            "gain": None, "breakdown": _dict(analysis.get("breakdown")),
+            "gain": None, "breakdown": _dict(analysis.get("breakdown")), "warmup_cost_s": None,
             "profiled_step_time_ms": num(analysis.get("step_time_ms")),
             "kernel_time_by_class": _dict(analysis.get("kernel_time_by_class")),
             "traces": [str(x) for x in (doc.get("traces") or {}).get("baseline") or []], "origin": None}
@@ -68,6 +68,7 @@ def trial_row(t: dict) -> dict:
             "peak_memory_bytes": num(t.get("peak_memory_bytes")), "step_time_ms": num(t.get("step_time_ms")),
             "samples_per_s": num(t.get("samples_per_s")), "speedup": num(t.get("speedup_vs_baseline")),
             "gain": num(t.get("gain_vs_previous")), "breakdown": _dict(t.get("breakdown")),
+            "warmup_cost_s": num(t.get("warmup_cost_s")),
             "profiled_step_time_ms": num(t.get("profiled_step_time_ms")),
             "kernel_time_by_class": _dict(t.get("kernel_time_by_class")),
             "traces": [str(x) for x in t.get("traces") or []] if isinstance(t.get("traces"), list) else [],

@@ -324,6 +324,9 @@ class Controller:
             else:
                 self._prof_call("step")
         elif phase == "measure" and self.settle:
+            t = perf_counter()
+            self.warmup_step_times_ms.append((t - self._t_warm) * 1e3)  # untimed, like warm-up
+            self._t_warm = t
             self.settle -= 1
             self.settled += 1
             if not self.settle:
@@ -376,6 +379,7 @@ class Controller:
         # (and re-records its CUDA graphs) in the next steps. On an H100 one such step took
         # 808 ms inside a window of 4 ms steps; let those steps pass untimed.
         self.settle = settle_steps()
+        self._t_warm = perf_counter()
         if not self.settle:
             self.window.start()
 
