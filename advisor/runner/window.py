@@ -4,9 +4,9 @@ A sync after every step would stop the CPU from queueing the next step while the
 and so would time a different (serialized) program. The per-step times are host-side step
 boundaries; they tile the window, whose end waits for the GPU. The window lasts at least
 ``min_s`` seconds, up to CAP times the steps asked, and spans whole epochs when the training
-DataLoader's epoch is at most ALIGN times the steps asked: any k*L consecutive steps hold exactly k epoch starts, where
-the loader's workers make a fresh first batch (on an H100, 150-260 ms against 15 ms steps;
-windows holding one or two of them differed by 20%).
+DataLoader's epoch is at most ALIGN times the steps asked: any k*L consecutive steps hold
+exactly k epoch starts, where the loader's workers make a fresh first batch (on an H100,
+150-260 ms against 15 ms steps; windows holding one or two of them differed by 20%).
 """
 
 from __future__ import annotations
