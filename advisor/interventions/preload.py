@@ -115,7 +115,8 @@ def plan(dataset, loader_kwargs: dict, device: torch.device, max_bytes: int = MA
     collate = loader_kwargs.get("collate_fn")
     if collate is not None and collate is not torch.utils.data.default_collate:
         return "the DataLoader has its own collate_fn"
-    if "batch_size" in loader_kwargs and loader_kwargs["batch_size"] is None and loader_kwargs.get("batch_sampler") is None:
+    no_batches = "batch_size" in loader_kwargs and loader_kwargs["batch_size"] is None
+    if no_batches and loader_kwargs.get("batch_sampler") is None:
         return "the DataLoader has batch_size=None (the dataset makes its own batches)"
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)

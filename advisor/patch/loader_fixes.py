@@ -197,5 +197,6 @@ def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
                             ("pin_memory", "False", _DL_POS["pin_memory"])])
     ctx.on_node(f, call, edit)
     return applied(here, [f"{text} collated once onto {device} (_preloaded) before the DataLoader",
-                          f"DataLoader(range(len({text})), ..., collate_fn=<gather from _preloaded>, num_workers=0, pin_memory=False)"],
+                          f"DataLoader(range(len({text})), ..., collate_fn=<gather from _preloaded>, "
+                          "num_workers=0, pin_memory=False)"],
                    warning="only for deterministic per-sample work that fits in device memory: advisor checked that dataset[i] repeats")
