@@ -27,9 +27,11 @@ def main(run: str) -> int:
         wall = t.get("elapsed_s")
         sp = t.get("speedup_vs_baseline")
         runs = f"{t['runs']}v{t['reference_runs']}" if t.get("runs") else "   "
+        warm = t.get("warmup_cost_s")
         print(f"  {t['name']:32s} {t.get('status', ''):9s} {runs:5s} "
               f"{(t.get('step_time_ms') or 0):7.2f} ms  {(sp or 0):5.2f}x  "
-              f"{'%6.1f s' % wall if wall else '      ?'}  {(t.get('reason') or '')[:70]}")
+              f"{'%6.1f s' % wall if wall else '      ?'}  warm-up {'%5.1f s' % warm if warm is not None else '    ?'}  "
+              f"{(t.get('reason') or '')[:70]}")
     if s.get("analyze_wall_s"):
         print(f"whole analyze (baseline + trials): {s['analyze_wall_s']:.0f} s")
     if s.get("processes"):
