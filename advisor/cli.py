@@ -37,8 +37,8 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile-steps", type=int, default=3,
                    help="steps profiled, after the timed ones (default 3)")
     p.add_argument("--steps", type=int, default=20, help="steps timed without the profiler (default 20)")
-    p.add_argument("--min-time", type=float, default=2.0,
-                   help="time at least this many seconds, up to 10x --steps (default 2.0)")
+    p.add_argument("--min-time", type=float, default=1.0,
+                   help="time at least this many seconds, up to 10x --steps (default 1.0)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds before the script is stopped (default 1800)")
     p.add_argument("--step-timeout", type=float, default=300.0,
                    help="seconds allowed to reach the first training step (default 300)")

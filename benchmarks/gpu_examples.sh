@@ -10,6 +10,9 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 W=/tmp/work; rm -rf $W; mkdir -p $W  # a warm machine keeps the last call's runs
 steps=${@:-fixtures diagnose trials}
+# Windows of whole epochs (the examples' GPU epoch is 24 steps; the session-4 runs were timed
+# so) and at least 2 s, so a host hiccup weighs little against 5-20 ms steps.
+TIMING=${TIMING:---steps 24 --min-time 2}
 t0=$(date +%s)
 say() { echo "[gpu_examples +$(( $(date +%s) - t0 ))s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -25,7 +28,7 @@ fi
 if [[ $steps == *diagnose* ]]; then
   for ex in ${DIAGNOSE:-cifar_resnet cifar_resnet_tuned}; do
     say "analyze $ex --no-trials"
-    python3 -m advisor analyze --no-trials --out $W/$ex examples/$ex.py
+    python3 -m advisor analyze --no-trials $TIMING --out $W/$ex examples/$ex.py
     echo "exit $?"
   done
   tar -C $W -czf $OUT/diagnose.tar.gz ${DIAGNOSE:-cifar_resnet cifar_resnet_tuned}
@@ -35,7 +38,7 @@ if [[ $steps == *trials* ]]; then
   ex=${TRIALS_EXAMPLE:-cifar_resnet}
   say "analyze $ex with trials"
   start=$(date +%s)
-  timeout -s INT ${TRIALS_TIMEOUT:-540} python3 -m advisor analyze --out $W/trials --budget ${TRIALS_BUDGET:-6} examples/$ex.py
+  timeout -s INT ${TRIALS_TIMEOUT:-540} python3 -m advisor analyze $TIMING --out $W/trials --budget ${TRIALS_BUDGET:-6} examples/$ex.py
   echo "exit $? wall $(( $(date +%s) - start ))s"
   python3 benchmarks/trials_figures.py $W/trials
   # the documents and report in one archive, the trials' traces in another (size)

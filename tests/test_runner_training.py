@@ -146,15 +146,35 @@ def test_measure_window_spans_whole_epochs(tmp_path, capfd):
                 opt.step()
                 opt.zero_grad()
     """)
-    # 3 steps asked: the window grows to one whole epoch (5 steps), wherever it starts
+    # 6 steps asked: the window grows to two whole epochs (10 steps), wherever it starts
     res, *_ = run_advised(capfd, script, ["epochs.py"], str(tmp_path), str(tmp_path / "a"),
-                          warmup_steps=2, profile_steps=1, measure_steps=3, measure_min_s=0)
+                          warmup_steps=2, profile_steps=1, measure_steps=6, measure_min_s=0)
     assert res["status"] == "complete", res["incomplete_reasons"]
-    assert res["batches_per_epoch"] == 5 and len(res["step_times_ms"]) == 5
+    assert res["batches_per_epoch"] == 5 and len(res["step_times_ms"]) == 10
     # a long min time: whole epochs still, up to max(CAP x the steps, 2 epochs)
     res, *_ = run_advised(capfd, script, ["epochs.py"], str(tmp_path), str(tmp_path / "b"),
-                          warmup_steps=2, profile_steps=1, measure_steps=3, measure_min_s=60)
-    assert res["status"] == "complete" and len(res["step_times_ms"]) == 3 * CAP // 5 * 5
+                          warmup_steps=2, profile_steps=1, measure_steps=6, measure_min_s=60)
+    assert res["status"] == "complete" and len(res["step_times_ms"]) == 6 * CAP // 5 * 5
+    # an epoch longer than the steps asked: not aligned (a one-epoch script must not be outrun)
+    res, *_ = run_advised(capfd, script, ["epochs.py"], str(tmp_path), str(tmp_path / "c"),
+                          warmup_steps=2, profile_steps=1, measure_steps=3, measure_min_s=0)
+    assert res["status"] == "complete" and len(res["step_times_ms"]) == 3
+
+
+def test_default_settings_profile_a_one_epoch_script(tmp_path):
+    """The CPU quick start: cifar_resnet.py runs one 40-step epoch on a CPU; with advisor's
+    default settings the window must leave steps to profile (a whole-epoch window did not)."""
+    import subprocess
+    import sys
+
+    from test_runner_support import REPO
+    env = dict(os.environ, PYTHONPATH=REPO)
+    r = subprocess.run([sys.executable, "-m", "advisor", "analyze", "--no-trials", "--out", str(tmp_path / "run"),
+                        os.path.join(REPO, "examples", "cifar_resnet.py"), "--device", "cpu"],
+                       cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert doc["status"] == "complete" and doc["traces"]["baseline"]
 
 
 def test_compiled_model_recompiles_before_the_window_opens(tmp_path, capfd):

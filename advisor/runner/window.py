@@ -18,9 +18,10 @@ import torch
 # How far a window may grow past the steps asked to reach min_s. Short steps need many of
 # them: on an H100 a 16 ms step holding one 60 ms host hiccup moved a 48-step window by 8%.
 CAP = 10
-# Whole epochs only when one is at most this many times the steps asked: a longer epoch
-# could outlast a short script, and its start weighs little in a window that long.
-ALIGN = 3
+# Whole epochs only when one is at most this many times the steps asked, so the window
+# grows by less than an epoch: a one-epoch script (the CPU quick start: 40 steps) cannot
+# hold a window of a whole epoch after its warm-up, and would end before being profiled.
+ALIGN = 1
 
 
 class Window:
