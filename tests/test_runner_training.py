@@ -342,7 +342,7 @@ def test_the_loader_that_feeds_the_first_step_is_the_training_loader(tmp_path, c
                 opt.zero_grad()
     """)
     res, *_ = run_advised(capfd, script, ["valfirst.py"], str(tmp_path), str(tmp_path / "run"),
-                          warmup_steps=2, profile_steps=1, measure_steps=3, measure_min_s=0)
+                          warmup_steps=2, profile_steps=1, measure_steps=5, measure_min_s=0)
     assert res["status"] == "complete", res["incomplete_reasons"]
     assert res["batch_size"] == 8 and res["batch_size_source"] == "dataloader"
     assert res["batches_per_epoch"] == 5 and len(res["step_times_ms"]) == 5
