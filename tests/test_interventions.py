@@ -52,3 +52,38 @@ def test_fixes_take_effect(capfd, tmp_path, fixes, want):
 def test_autocast_and_channels_last_still_apply_under_compile(capfd, tmp_path):
     compiled = {"name": "torch-compile", "params": {"mode": "default"}}
     assert _observed(capfd, tmp_path, [compiled, AMP, CL]) == {("torch.bfloat16", "True")}
+
+
+def test_dataset_transform_modules_are_the_data_pipeline_not_the_model(capfd, tmp_path):
+    """torchvision transforms are nn.Modules; with num_workers=0 they run in the main process,
+    inside DataLoader.__next__. The batch size, the model's observed input and the fixes are
+    the model's, not a per-sample Normalize's."""
+    script = write(tmp_path / "train.py", """
+        import torch
+        class Normalize(torch.nn.Module):
+            def forward(self, x):
+                print("transform autocast", torch.is_autocast_enabled("cpu"), flush=True)
+                return (x - 0.5) / 0.25
+        class Data(torch.utils.data.Dataset):
+            norm = Normalize()
+            def __len__(self): return 64
+            def __getitem__(self, i): return self.norm(torch.rand(3, 8, 8)), i % 2
+        loader = torch.utils.data.DataLoader(Data(), batch_size=16)
+        model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for epoch in range(1000):
+            for x, y in loader:
+                out = model(x)
+                print("model dtype", out.dtype, flush=True)
+                torch.nn.functional.cross_entropy(out.float(), y).backward()
+                opt.step()
+                opt.zero_grad()
+    """)
+    res, out, err, _ = run_advised(capfd, script, ["train.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
+                                   warmup_steps=2, profile_steps=1, measure_steps=4, measure_min_s=0,
+                                   interventions=[AMP])
+    assert res["status"] == "complete", (res["incomplete_reasons"], err[-2000:])
+    assert res["batch_size"] == 16 and res["batch_size_source"] == "dataloader"
+    assert res["config"]["input"]["value"]["shape"] == [16, 3, 8, 8]
+    assert "transform autocast True" not in out and "transform autocast False" in out
+    assert "model dtype torch.bfloat16" in out

@@ -40,7 +40,20 @@ def outermost_forward(pre=None, post=None) -> None:
         _post.append(post)
 
 
+def loading(delta: int) -> None:
+    """The runner marks DataLoader.__next__ (+1 in, -1 out): module calls made while a batch
+    is produced in this process (a Dataset's torchvision transforms are nn.Modules) are the
+    data pipeline's, not the model's; no fix and no observation applies to them."""
+    _state.loading = getattr(_state, "loading", 0) + delta
+
+
+def in_loading() -> bool:
+    return getattr(_state, "loading", 0) > 0
+
+
 def _pre_hook(module, args):
+    if in_loading():
+        return None
     depth = getattr(_state, "depth", 0)
     _state.depth = depth + 1
     if depth:
@@ -54,6 +67,8 @@ def _pre_hook(module, args):
 
 
 def _post_hook(module, args, output):
+    if in_loading():
+        return None
     _state.depth = max(0, getattr(_state, "depth", 1) - 1)
     if _state.depth == 0:
         for fn in _post:

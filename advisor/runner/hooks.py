@@ -18,6 +18,7 @@ import torch
 from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                    register_optimizer_step_pre_hook)
 
+from advisor.interventions._patch import in_loading, loading
 from advisor.runner._util import Patcher
 from advisor.runner.observe import first_tensor
 
@@ -139,9 +140,11 @@ class Hooks:
                 c.commit()
             tok = c.ranges.push("advisor::data") if hooks._ranges_on() else None
             t0 = perf_counter()
+            loading(+1)
             try:
                 batch = orig(it)
             finally:
+                loading(-1)
                 c.data_acc += perf_counter() - t0
                 if tok is not None:
                     c.ranges.pop(tok)
@@ -245,7 +248,8 @@ class Hooks:
 
     # ------------------------------------------------------------------ forward
     def _fwd_pre(self, module, args):
-        if _is_compiling() or _get_ident() != self._main_ident:  # DataParallel replica threads
+        # DataParallel replica threads; a Dataset's transform modules while a batch is made
+        if _is_compiling() or _get_ident() != self._main_ident or in_loading():
             return None
         c = self.c
         d = c.depth
@@ -274,7 +278,7 @@ class Hooks:
         return None
 
     def _fwd_post(self, module, args, output):
-        if _is_compiling() or _get_ident() != self._main_ident:
+        if _is_compiling() or _get_ident() != self._main_ident or in_loading():
             return None
         c = self.c
         d = c.depth - 1
