@@ -62,3 +62,20 @@ def peak_and_capacity(ctx) -> tuple[int, int]:
 
 def gib_of(peak: int, cap: int) -> str:
     return f"peak allocated {peak / 2**30:.2f} GiB of {cap / 2**30:.1f} GiB"
+
+
+def autocast_on(ctx) -> bool:
+    """The script already runs its forward under autocast (observed): AMP is not advised."""
+    ac = ctx.value("autocast") or {}
+    return bool(ac.get("enabled", True) and ac.get("dtype"))
+
+
+def amp_fix(ctx) -> dict:
+    """Autocast around forward and loss: bf16 where the GPU has it, else fp16 (+ GradScaler)."""
+    bf16_ok = ctx.environment.get("bf16_supported") is not False
+    dtype = "torch.bfloat16" if bf16_ok else "torch.float16"
+    code = (f'with torch.autocast("cuda", dtype={dtype}):\n    output = model(inputs)\n    loss = criterion(output, target)'
+            + ("" if bf16_ok else "\n# fp16 needs a GradScaler: scaler = torch.amp.GradScaler()"))
+    return fix("amp", changes_numerics=True, code=code, where=ctx.where("autocast"),
+               dtype="bfloat16" if bf16_ok else "float16")
+

@@ -30,7 +30,7 @@ Fix safety:
     is already enabled (DLProf's known false positive).
 """
 
-from ._common import NON_TC, class_frac, class_ms_per_step, fix, ms, pct, top_kernels_of
+from ._common import NON_TC, amp_fix, autocast_on, class_frac, class_ms_per_step, ms, pct, top_kernels_of
 
 CODE = "ADV101"
 NAME = "fp32-off-tensor-cores"
@@ -48,15 +48,11 @@ def check(ctx):
     frac = class_frac(ctx, NON_TC)
     if frac < ctx.thresholds.non_tc_gemm_frac:
         return None
-    autocast = ctx.value("autocast") or {}
-    if autocast.get("enabled", True) and autocast.get("dtype"):
+    if autocast_on(ctx):
         return None  # AMP already on: remaining fp32 GEMMs are deliberate (losses, heads)
+    autocast = ctx.value("autocast") or {}
     gain = class_ms_per_step(ctx, NON_TC)
     names = top_kernels_of(ctx, NON_TC)
-    bf16_ok = (ctx.environment.get("bf16_supported") is not False)
-    dtype = "torch.bfloat16" if bf16_ok else "torch.float16"
-    code = (f'with torch.autocast("cuda", dtype={dtype}):\n    output = model(inputs)\n    loss = criterion(output, target)'
-            + ("" if bf16_ok else "\n# fp16 needs a GradScaler: scaler = torch.amp.GradScaler()"))
     return {
         "message": f"{pct(frac)} of GPU kernel time is matmul/conv off the Tensor Cores (fp32 operands).",
         "evidence": [f"non-Tensor-Core GEMM/conv: {pct(frac)} of kernel time, {ms(gain)} per step",
@@ -64,6 +60,5 @@ def check(ctx):
                      *[f"kernel: {n}" for n in names],
                      "autocast: not observed" if not autocast else f"autocast: {autocast}"],
         "estimated_gain_ms": gain,
-        "fix": fix("amp", changes_numerics=True, code=code, where=ctx.where("autocast"),
-                   dtype="bfloat16" if bf16_ok else "float16"),
+        "fix": amp_fix(ctx),
     }

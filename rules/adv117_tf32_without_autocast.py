@@ -26,7 +26,7 @@ Fix safety:
     when autocast is already on.
 """
 
-from ._common import class_frac, fix, ms, pct
+from ._common import amp_fix, autocast_on, class_frac, ms, pct
 
 CODE = "ADV117"
 NAME = "tf32-without-autocast"
@@ -43,16 +43,12 @@ def check(ctx):
     frac = float(ctx.analysis.get("tf32_gemm_conv_frac") or 0.0)
     if frac < ctx.thresholds.tf32_gemm_frac:
         return None
-    autocast = ctx.value("autocast") or {}
-    if autocast.get("enabled", True) and autocast.get("dtype"):
+    if autocast_on(ctx):
         return None
+    autocast = ctx.value("autocast") or {}
     per_step = float(ctx.analysis.get("tf32_gemm_conv_ms_per_step") or 0.0)
     names = [k["name"] for k in ctx.analysis.get("top_kernels") or []
              if k.get("cls") == "tc_gemm_conv" and "tf32" in k["name"].lower()][:3]
-    bf16_ok = ctx.environment.get("bf16_supported") is not False
-    dtype = "torch.bfloat16" if bf16_ok else "torch.float16"
-    code = (f'with torch.autocast("cuda", dtype={dtype}):\n    output = model(inputs)\n    loss = criterion(output, target)'
-            + ("" if bf16_ok else "\n# fp16 needs a GradScaler: scaler = torch.amp.GradScaler()"))
     return {
         "message": f"{pct(frac)} of GPU kernel time is matmul/conv in TF32; bf16 autocast runs them at twice the rate.",
         "evidence": [f"TF32 GEMM/conv: {pct(frac)} of kernel time, {ms(per_step)} per step",
@@ -60,6 +56,5 @@ def check(ctx):
                      *[f"kernel: {n}" for n in names],
                      "autocast: not observed" if not autocast else f"autocast: {autocast}"],
         "estimated_gain_ms": per_step,
-        "fix": fix("amp", changes_numerics=True, code=code, where=ctx.where("autocast"),
-                   dtype="bfloat16" if bf16_ok else "float16"),
+        "fix": amp_fix(ctx),
     }
