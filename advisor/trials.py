@@ -240,7 +240,7 @@ class _Ladder:
         kernel time of an eager step which does not get faster leaves a launch-bound trace.
         What the rules find in the rejected trial's trace joins the queue; the rejected fix
         is retried once a fix is kept."""
-        queued = {q.key for q in self.queue} | self.tried | {c.key for c in self.stack}
+        queued = {q.key for q in self.queue} | {c.key for c in self.stack}
         found = [c for c in _requeue([], child, analysis, model, self.ctx, self.tried) if c.key not in queued]
         if found:
             self.say(f"trial {name}'s trace points at {', '.join(sorted({c.name for c in found}))}: queued")
@@ -287,9 +287,8 @@ class _Ladder:
             again, _, _ = self._process(f"{name}-repeat", self.stack, profile=False)
             if again.get("status") == "complete":
                 runs = [*runs, again]
-                self._pool(runs)
         self.ref_runs, self.ref_config = runs, runs[0].get("config") or self.ref_config
-        self._pool()  # the new reference's regime sets the noise from here on
+        self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
         retry = self.slow - self.retried
         self.queue = _requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry)
         for c in self.queue:
