@@ -15,6 +15,7 @@ a redirected file reads the redirected copy. Each redirected path is noted once.
 from __future__ import annotations
 
 import builtins
+import functools
 import io
 import os
 import pathlib
@@ -25,10 +26,12 @@ import tempfile
 _WRITE_CHARS = set("wax+")
 
 
-def _library_roots() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def _library_roots() -> tuple[str, ...]:
+    """Where installed code lives; asked on every redirected-path check, computed once."""
     paths = sysconfig.get_paths()
     roots = {paths.get("purelib"), paths.get("platlib"), sys.prefix, sys.base_prefix, sys.exec_prefix}
-    return [os.path.realpath(r) for r in roots if r]
+    return tuple(os.path.realpath(r) for r in roots if r)
 
 
 class Sandbox:
