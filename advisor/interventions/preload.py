@@ -86,17 +86,24 @@ def _unwrap(batch):
     return batch.value
 
 
-def _take(data, idx: torch.Tensor, squeeze: bool = False):
+def _map(fn, data):
+    """fn on every tensor of default_collate's output, its containers kept (dict subclasses
+    and namedtuples included)."""
     if isinstance(data, torch.Tensor):
-        out = data.index_select(0, idx)
-        return out[0] if squeeze else out
+        return fn(data)
     if isinstance(data, dict):
-        return type(data)({k: _take(v, idx, squeeze) for k, v in data.items()})
+        return type(data)({k: _map(fn, v) for k, v in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
-        return type(data)(*(_take(v, idx, squeeze) for v in data))
+        return type(data)(*(_map(fn, v) for v in data))
     if isinstance(data, (list, tuple)):
-        return type(data)(_take(v, idx, squeeze) for v in data)
+        return type(data)(_map(fn, v) for v in data)
     raise TypeError(f"cannot gather a {type(data).__name__}")
+
+
+def _take(data, idx: torch.Tensor, squeeze: bool = False):
+    if squeeze:
+        return _map(lambda t: t.index_select(0, idx)[0], data)
+    return _map(lambda t: t.index_select(0, idx), data)
 
 
 def _plain(sample) -> bool:
@@ -138,19 +145,7 @@ def preload(dataset, device: torch.device) -> Preloaded:
     samples = precompute.precompute(dataset)._samples
     collated = torch.utils.data.default_collate(samples)
     del samples
-    return Preloaded(dataset, _to(collated, device), device)
-
-
-def _to(data, device):
-    if isinstance(data, torch.Tensor):
-        return data.to(device)
-    if isinstance(data, dict):
-        return type(data)({k: _to(v, device) for k, v in data.items()})
-    if isinstance(data, tuple) and hasattr(data, "_fields"):
-        return type(data)(*(_to(v, device) for v in data))
-    if isinstance(data, (list, tuple)):
-        return type(data)(_to(v, device) for v in data)
-    return data
+    return Preloaded(dataset, _map(lambda t: t.to(device), collated), device)
 
 
 def _loader_args(args: tuple, kwargs: dict) -> dict:
