@@ -153,6 +153,7 @@ def _progress(stage: str, step: int | None, info: dict | None = None) -> None:
 
 
 def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> int:
+    from advisor import interventions
     from advisor.runner.parent import run_child, validate_script
 
     started = time.monotonic()
@@ -161,14 +162,10 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         return _fail(problem)
     ns.fix_names = set(ns.fix.split(",")) if ns.fix else None
     if ns.fix_names:
-        from advisor import interventions
-
         unknown = sorted(ns.fix_names - set(interventions.MODULES))
         if unknown:
             return _fail(f"--fix: no fix named {', '.join(unknown)}; known: {', '.join(sorted(interventions.MODULES))}", 2)
     try:
-        from advisor import interventions
-
         ns.applied = interventions.parse_specs(ns.apply) if ns.apply else []
     except ValueError as exc:
         return _fail(f"--apply: {exc}", 2)
