@@ -305,9 +305,7 @@ class Controller:
         self.cur_loss = None
         phase = self.phase
         if phase == "warmup":
-            t = perf_counter()
-            self.warmup_step_times_ms.append((t - self._t_warm) * 1e3)
-            self._t_warm = t
+            self._untimed_step()
             self.progress("warmup", n)
             if n == 1:
                 self.stage = "warmup"
@@ -324,9 +322,7 @@ class Controller:
             else:
                 self._prof_call("step")
         elif phase == "measure" and self.settle:
-            t = perf_counter()
-            self.warmup_step_times_ms.append((t - self._t_warm) * 1e3)  # untimed, like warm-up
-            self._t_warm = t
+            self._untimed_step()
             self.settle -= 1
             self.settled += 1
             if not self.settle:
@@ -347,6 +343,12 @@ class Controller:
         else:  # done: the script swallowed StopScript; stop it again
             if not self.finishing:
                 self._stop_now()
+
+    def _untimed_step(self) -> None:
+        """A warm-up or settle step: its wall time, for the warm-up cost (measure.warmup_cost_s)."""
+        t = perf_counter()
+        self.warmup_step_times_ms.append((t - self._t_warm) * 1e3)
+        self._t_warm = t
 
     def _after_warmup(self) -> None:
         if self.measure_n > 0:
