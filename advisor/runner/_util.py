@@ -140,6 +140,11 @@ class Patcher:
         setattr(obj, name, value)
         self._undo.append((obj, name, old))
 
+    @property
+    def active(self) -> bool:
+        """Something is set or added and not undone yet."""
+        return bool(self._undo)
+
     def add(self, handle) -> None:
         """Keep a removable handle (torch hooks) to remove on undo()."""
         self._undo.append((handle, None, None))

@@ -40,6 +40,7 @@ class Controller:
         # moment-to-moment speed: measure for at least measure_min_s (window.py).
         self.window = Window(self.measure_n, spec.get("measure_min_s", 0.0))
         self.settle = 0     # untimed steps left before the window opens
+        self._settle_n = 0  # how many the window waited for (and the profiler warms up with)
         self.settled = 0
         # One extra step warms the profiler up (its schedule's warmup) before the active ones.
         self.total = self.warmup + self.measure_n + (self.profile_n + 1 if self.profile_n else 0)
@@ -333,7 +334,7 @@ class Controller:
             self.data_acc = 0.0
             self.progress("measure", n, step_ms=round(self.window.step_times_ms[-1], 3))
             if last:
-                self.total = self.steps_seen + (self.profile_n + 1 + settle_steps() if self.profile_n else 0)
+                self.total = self.steps_seen + (self.profile_n + 1 + self._settle_n if self.profile_n else 0)
                 self.stage = "timed"
                 self.save()
                 if self.profile_n > 0:
@@ -360,27 +361,31 @@ class Controller:
 
     def _enter_profile(self) -> None:
         """Phase ranges back on, and the profiler started with one warmup step (more for a
-        compiled model, which recompiles now that the hooks are back: see _enter_measure)."""
+        compiled model whose hooks had to go: see _enter_measure)."""
         if self.hooks is not None and not self.hooks.loop_active:
             self.hooks._install_loop_hooks()
         self.phase = "profile"
-        warm = 1 + settle_steps()
+        warm = 1 + self._settle_n
         self.profile_end = self.steps_seen + warm + self.profile_n
         self._start_profiler(sched_warmup=warm)
 
     def _enter_measure(self) -> None:
         self.phase = "measure"
+        # A compiled model keeps the loop hooks in place, switched off (Hooks.remove_loop_hooks):
+        # no recompile, so one settle step (CUDA graph trees may still record) instead of 3.
+        compiled = settle_steps() > 0
+        self._settle_n = 1 if compiled and self.hooks is not None else settle_steps()
         if self.hooks is not None:
-            self.hooks.remove_loop_hooks()
+            self.hooks.remove_loop_hooks(keep_installed=compiled)
         if self.observer is not None:
             self.observer.snapshot_backends()
         self.save()
         self.progress("measuring", self.steps_seen)
         self.data_acc = 0.0
-        # Removing the loop hooks changes torch.compile's guards: a compiled model recompiles
-        # (and re-records its CUDA graphs) in the next steps. On an H100 one such step took
-        # 808 ms inside a window of 4 ms steps; let those steps pass untimed.
-        self.settle = settle_steps()
+        # Removing the loop hooks changes torch.compile's guards: a compiled model would
+        # recompile (and re-record its CUDA graphs) in the next steps; one such step took
+        # 808 ms inside a window of 4 ms steps on an H100. Let those steps pass untimed.
+        self.settle = self._settle_n
         self._t_warm = perf_counter()
         if not self.settle:
             self.window.start()

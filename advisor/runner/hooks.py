@@ -84,16 +84,24 @@ class Hooks:
         self._install_loop_hooks()
 
     def _install_loop_hooks(self) -> None:
-        nnm = torch.nn.modules.module
-        self.loop.add(nnm.register_module_forward_pre_hook(self._fwd_pre))
-        self.loop.add(nnm.register_module_forward_hook(self._fwd_post, always_call=True))
-        self._patch_to()
-        self._patch_zero_grad()
+        if not self.loop.active:  # quiet: still in place, only switched off
+            nnm = torch.nn.modules.module
+            self.loop.add(nnm.register_module_forward_pre_hook(self._fwd_pre))
+            self.loop.add(nnm.register_module_forward_hook(self._fwd_post, always_call=True))
+            self._patch_to()
+            self._patch_zero_grad()
         self.loop_active = True
 
-    def remove_loop_hooks(self) -> None:
+    def remove_loop_hooks(self, keep_installed: bool = False) -> None:
+        """Off for the timed steps. ``keep_installed`` (a compiled model): switched off but
+        left in place. torch.compile guards on the global module hooks and the patched
+        methods it traced through, so taking them away recompiles the model (and re-records
+        its CUDA graphs), and putting them back for the profiled steps recompiles again: on
+        an H100 that cost 1.5-14 s a process. Inside compiled code the hooks are not called,
+        so left in place they cost only the few module calls outside it."""
         self.loop_active = False
-        self.loop.undo()
+        if not keep_installed:
+            self.loop.undo()
         self.c.depth = 0
         if self._fwd_token is not None:
             tok, self._fwd_token = self._fwd_token, None
@@ -252,14 +260,14 @@ class Hooks:
         if _is_compiling() or _get_ident() != self._main_ident or in_loading():
             return None
         c = self.c
+        if c.pending:
+            c.commit()
+        if not self.loop_active:  # the measure stage began: hooks are gone or switched off
+            return None
         d = c.depth
         if d:
             c.depth = d + 1
             return None
-        if c.pending:
-            c.commit()
-            if not self.loop_active:  # the measure stage began: hooks are gone
-                return None
         c.depth = 1
         obs = self.obs
         if obs.want_forward:
@@ -278,7 +286,7 @@ class Hooks:
         return None
 
     def _fwd_post(self, module, args, output):
-        if _is_compiling() or _get_ident() != self._main_ident or in_loading():
+        if _is_compiling() or _get_ident() != self._main_ident or in_loading() or not self.loop_active:
             return None
         c = self.c
         d = c.depth - 1
@@ -297,8 +305,8 @@ class Hooks:
         c = self.c
         if c.pending:
             c.commit()
-            if not self.loop_active:
-                return orig(tensor, *args, **kwargs)
+        if not self.loop_active:
+            return orig(tensor, *args, **kwargs)
         if not self._h2d_done:
             try:
                 caller = sys._getframe(2)
@@ -351,8 +359,8 @@ class Hooks:
                     return orig(obj, *args, **kwargs)
                 if c.pending:
                     c.commit()
-                    if not hooks.loop_active:
-                        return orig(obj, *args, **kwargs)
+                if not hooks.loop_active:
+                    return orig(obj, *args, **kwargs)
                 if not hooks.obs._zero_grad_seen:
                     stn = kwargs.get("set_to_none", args[0] if args else True)
                     try:
