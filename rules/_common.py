@@ -42,10 +42,15 @@ def mib(n: float) -> str:
 
 
 
-def fix(intervention: str, *, changes_numerics: bool, code: str, where: str | None = None, **params) -> dict:
-    """A finding's fix: the intervention that trials it, whether it changes the math, the edit."""
-    return {"intervention": intervention, "params": params, "changes_numerics": changes_numerics,
-            "code": code, "where": where}
+def fix(intervention: str, *, changes_numerics: bool, code: str, where: str | None = None,
+        suggest_only: bool = False, **params) -> dict:
+    """A finding's fix: the intervention that trials it, whether it changes the math, the edit;
+    ``suggest_only``: shown, not trialled (advisor cannot apply it to this script)."""
+    out = {"intervention": intervention, "params": params, "changes_numerics": changes_numerics,
+           "code": code, "where": where}
+    if suggest_only:
+        out["suggest_only"] = True
+    return out
 
 
 def top_kernels_of(ctx, cls: str, n: int = 3) -> list[str]:

@@ -20,8 +20,12 @@ Fix:
     if step % 100 == 0: print(running_loss.item() / 100)
 
 Fix safety:
-    Suggest-only: removing a sync changes when values are read, which only the author can
-    judge; numerics are unchanged.
+    Numerics are unchanged. When the syncs come from ``.item()`` calls in the script's own
+    code (observed call sites on device tensors), the ``defer-syncs`` trial makes those calls
+    return a number read when first used (bit-identical values; code that needs a real
+    ``float`` object, such as ``json.dumps``, fails and the trial is rejected). Other syncs
+    (``torch.cuda.synchronize()``, ``.cpu()``, a Python ``bool`` of a tensor) are
+    suggest-only: removing them changes when values are read, which only the author can judge.
 """
 
 from ._common import fix, ms, phase_ms
@@ -31,7 +35,7 @@ NAME = "host-syncs-in-step"
 SEVERITY = "warning"
 NEEDS = ("gpu", "steps")
 FIX = "defer-syncs"
-HITS = ("sync_item",)
+HITS = ("sync_item", "sync_item_observed_config")
 NON_HITS = {"amp_bf16_channels_last": "no .item() or synchronize inside the step",
             "fp32_nchw": "its 2 syncs per step are pageable H2D copies (ADV104's finding)"}
 
@@ -42,17 +46,31 @@ NON_HITS = {"amp_bf16_channels_last": "no .item() or synchronize inside the step
 COPY_OPS = ("aten::to", "aten::_to_copy", "aten::copy_", "aten::contiguous")
 
 
+ITEM_OPS = ("aten::item", "aten::_local_scalar_dense")   # what a .item() shows as in the trace
+CODE_HINT = "running_loss += loss.detach()   # instead of loss.item() every step"
+
+
+def device_item_sites(ctx) -> list[str]:
+    """Call sites in the script's code where .item() read a device tensor (observed)."""
+    sites = (ctx.value("item_calls") or {}).get("sites") or {}
+    return [where for where, s in sites.items() if s.get("device")]
+
+
 def check(ctx):
     syncs = [s for s in ctx.analysis.get("syncs") or []
              if s.get("per_step") and not str(s.get("name", "")).startswith(COPY_OPS)]
     per_step = sum(float(s["per_step"]) for s in syncs)
     if per_step <= ctx.thresholds.syncs_per_step:
         return None
+    sites = device_item_sites(ctx)
+    items = any(str(s.get("name", "")) in ITEM_OPS for s in syncs)
     return {
         "message": f"{per_step:.1f} host-device synchronizations per step stall the launch queue.",
         "evidence": [f"{s['name']}: {s['per_step']:.1f} per step" for s in syncs][:6]
+                    + ([f".item() on a device tensor at {', '.join(sites[:4])}"] if sites else [])
                     + [f"GPU idle per step: {ms(phase_ms(ctx, 'gpu_idle'))}"],
         "estimated_gain_ms": phase_ms(ctx, "gpu_idle") or None,
-        "fix": fix("defer-syncs", changes_numerics=False, suggest_only=True,
-                   code="running_loss += loss.detach()   # instead of loss.item() every step"),
+        # trialled only when the syncs are .item() calls the script makes itself
+        "fix": fix("defer-syncs", changes_numerics=False, suggest_only=not (sites and items),
+                   code=CODE_HINT, where=sites[0] if sites else None),
     }

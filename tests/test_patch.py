@@ -423,3 +423,21 @@ def test_preload_dataset_patch_gathers_batches_from_collated_tensors(cifar):
     assert ast.unparse(body[pre + 1].targets[0]) == "loader"
     out = run(cifar, "--steps", "3", "--batch-size", "8", "--num-samples", "64", "--device", "cpu", "--log-every", "1")
     assert "done: 3 steps" in out.stdout
+
+
+def test_defer_syncs_patch_keeps_the_observed_item_reads_on_the_device(cifar):
+    tree = ast.parse(cifar.read_text())
+    lines = sorted(n.lineno for n in ast.walk(tree) if _is_call(n, "item"))
+    config = config_for(cifar, "model", "inputs")
+    config["item_calls"] = {"value": {"sites": {f"{cifar.name}:{ln}": {"calls": 5, "device": True} for ln in lines}},
+                            "where": f"{cifar.name}:{lines[0]}"}
+    diff, notes = make_patch(str(cifar), [{"intervention": "defer-syncs", "params": {}}], config)
+    assert notes[0]["applied"] and notes[0].get("warning"), notes
+    body = diff.splitlines()[2:]
+    assert sum(ln.startswith("-") for ln in body) == sum(ln.startswith("+") for ln in body) == len(lines)
+    apply(cifar, diff)
+    text = cifar.read_text()
+    assert ".item()" not in text.split("def main", 1)[1].split("if args.save", 1)[0]
+    assert "running_loss += loss.detach()" in text
+    out = run(cifar, "--steps", "3", "--batch-size", "8", "--num-samples", "64", "--device", "cpu", "--log-every", "1")
+    assert "done: 3 steps" in out.stdout and "avg_loss" in out.stdout

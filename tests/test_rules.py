@@ -190,6 +190,19 @@ def test_tuned_control_has_no_warning_on_an_h100():
     assert not {f["code"] for f in tuned} & (set(SLOW_RECIPE) | {"ADV103", "ADV109", "ADV117", "ADV118"})
 
 
+def test_host_syncs_are_trialled_only_where_the_script_calls_item():
+    """ADV110 proposes the defer-syncs trial when the syncs are .item() calls the runner saw
+    the script make on a device tensor; from a bare trace it can only suggest."""
+    bare = [f for f in run_case("sync_item")[0] if f["code"] == "ADV110"][0]
+    assert bare["fix"]["intervention"] == "defer-syncs" and bare["fix"].get("suggest_only")
+    seen = [f for f in run_case("sync_item_observed_config")[0] if f["code"] == "ADV110"][0]
+    assert not seen["fix"].get("suggest_only") and seen["fix"]["where"] == "train.py:88"
+    assert any("train.py:88" in e for e in seen["evidence"])
+    from advisor.candidates import candidates_from_findings
+    assert [c.name for c in candidates_from_findings([seen], {"gpu_count": 1}, None)] == ["defer-syncs"]
+    assert candidates_from_findings([bare], {"gpu_count": 1}, None) == []
+
+
 def test_amp_never_advised_when_autocast_is_on():
     for case in ("amp_bf16_nchw", "amp_fp16_scaler_config", "fp32_nchw_autocast_config"):
         assert "ADV101" not in [f["code"] for f in run_case(case)[0]], case

@@ -27,6 +27,7 @@ MODULES = {
     "torch-compile": "compile",
     "batch-size": "batch_size",
     "nan-loss": "nan_loss",
+    "defer-syncs": "defer_syncs",
 }
 
 

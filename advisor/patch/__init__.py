@@ -28,6 +28,7 @@ from .core import PatchContext, SkipFix
 from .flag_fixes import cudnn_benchmark, fused_optimizer, set_to_none, tf32
 from .loader_fixes import LR_COMMENT, batch_size, dataloader, precompute_samples, preload_dataset
 from .model_fixes import amp, channels_last, torch_compile
+from .sync_fixes import defer_syncs
 
 __all__ = ["LR_COMMENT", "make_patch", "patch_for"]
 
@@ -45,6 +46,7 @@ _EDITORS: dict[str, Callable[[PatchContext, dict, dict], dict]] = {
     "channels-last": channels_last,
     "amp": amp,
     "torch-compile": torch_compile,
+    "defer-syncs": defer_syncs,
 }
 
 

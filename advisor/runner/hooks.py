@@ -90,6 +90,7 @@ class Hooks:
             self.loop.add(nnm.register_module_forward_hook(self._fwd_post, always_call=True))
             self._patch_to()
             self._patch_zero_grad()
+            self._patch_item()
         self.loop_active = True
 
     def remove_loop_hooks(self, keep_installed: bool = False) -> None:
@@ -379,3 +380,20 @@ class Hooks:
 
         self.loop.set(torch.optim.Optimizer, "zero_grad", make(torch.optim.Optimizer.zero_grad))
         self.loop.set(torch.nn.Module, "zero_grad", make(torch.nn.Module.zero_grad))
+
+    # ------------------------------------------------------------------ .item()
+    def _patch_item(self) -> None:
+        """Where the script reads device scalars back (ADV110's evidence, defer-syncs' edit)."""
+        hooks, c = self, self.c
+        orig = torch.Tensor.item
+
+        @functools.wraps(orig)
+        def item(t):
+            if hooks.loop_active and not _is_compiling():
+                try:
+                    hooks.obs.on_item(sys._getframe(1), c.steps_seen, not t.is_cpu)
+                except Exception as e:
+                    c.internal_error(".item() observation", e)
+            return orig(t)
+
+        self.loop.set(torch.Tensor, "item", item)

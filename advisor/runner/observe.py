@@ -74,6 +74,7 @@ class Observer:
         self._h2d_loop = None
         self._h2d_pre = None
         self._zero_grad_seen = False
+        self._items_seen = 0
         self._gpu = None
 
     # ------------------------------------------------------------------ helpers
@@ -223,6 +224,22 @@ class Observer:
             self._h2d_pre = entry
             self.config["h2d_copy"] = entry
         return False
+
+    def on_item(self, caller, step: int, on_device: bool) -> None:
+        """An ``.item()`` called by the user's code (not by a library, e.g. a GradScaler),
+        counted per call site, with the steps they span for a per-step figure; a site is a
+        sync when it read a device tensor."""
+        if self._items_seen >= 1000 or self.sites._is_library(caller.f_code.co_filename):
+            return
+        self._items_seen += 1
+        where = f"{self.sites.display(caller.f_code.co_filename)}:{caller.f_lineno}"
+        entry = self.config.setdefault("item_calls", {"value": {"sites": {}, "first_step": step, "last_step": step},
+                                                      "where": where})
+        v = entry["value"]
+        site = v["sites"].setdefault(where, {"calls": 0, "device": False})
+        site["calls"] += 1
+        site["device"] = site["device"] or on_device
+        v["last_step"] = step
 
     def on_zero_grad(self, set_to_none) -> None:
         if not self._zero_grad_seen:
