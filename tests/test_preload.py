@@ -5,6 +5,10 @@ batches, in the same order, from the same random stream, without workers."""
 from __future__ import annotations
 
 import collections
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +18,7 @@ from test_runner_support import write
 from advisor.interventions import preload
 from advisor.runner.parent import run_child
 
+REPO = Path(__file__).resolve().parent.parent
 Pair = collections.namedtuple("Pair", "x y")
 
 
@@ -112,3 +117,105 @@ def test_trial_child_trains_on_preloaded_batches(tmp_path):
     assert res["status"] == "complete", res["incomplete_reasons"]
     assert not [n for n in res["notes"] if "not applied" in n]
     assert any(line.startswith("Dataset preloaded once as tensors on cpu") for line in res["interventions_applied"])
+
+
+def _worker_idle():
+    """Until the permutations asked for are made: the time a training step gives the worker."""
+    with preload._cond:
+        preload._cond.wait_for(lambda: not preload._queue and preload._running is None, 30)
+
+
+def _between_epochs(kind: str, loaders: list):
+    """What the script does between two epochs of the shuffled loader."""
+    if kind == "draws":
+        torch.rand(2)                                   # a CPU draw: the guess is stale
+    elif kind == "seeds":
+        torch.manual_seed(11)                           # reseeded: the guess is stale
+    elif kind == "validation":
+        for _ in loaders[1]:                            # its base seed is a global draw too
+            pass
+    elif kind == "two shuffled":
+        for _ in loaders[1]:
+            pass
+
+
+@pytest.mark.parametrize("between,persistent,hits,misses", [
+    ("nothing", False, 3, 0),
+    ("nothing", True, 3, 0),        # a kept iterator draws no base seed
+    ("draws", False, 0, 3),
+    ("seeds", False, 0, 3),
+    ("validation", False, 3, 0),    # guessed again after the validation loader's draw
+    ("two shuffled", False, 3, 0),
+    ("early break", False, 2, 0),   # the epoch cut short made no guess; the next is made now
+    ("loader generator", False, 3, 0),  # the iterator's base seed comes from the loader's generator
+])
+def test_next_permutation_is_made_ahead_and_the_batches_are_unchanged(between, persistent, hits, misses, applied):
+    def make():
+        if between == "loader generator":  # its RandomSampler has none: the global one shuffles
+            ds = Converting(50)
+            train = torch.utils.data.DataLoader(ds, batch_size=4, sampler=torch.utils.data.RandomSampler(ds),
+                                                generator=torch.Generator().manual_seed(3))
+        else:
+            train = torch.utils.data.DataLoader(Converting(50), batch_size=4, shuffle=True, num_workers=2,
+                                                persistent_workers=persistent)
+        other = torch.utils.data.DataLoader(Converting(9), batch_size=2, shuffle=between == "two shuffled")
+        return [train, other]
+
+    def run():
+        torch.manual_seed(5)
+        loaders = make()
+        batches = []
+        for epoch in range(4):
+            for i, b in enumerate(loaders[0]):
+                batches.append(b)
+                if between == "early break" and epoch == 1 and i == 2:
+                    break
+            _worker_idle()  # the time the training steps give the worker
+            _between_epochs(between, loaders)
+            _worker_idle()
+            batches.append(("epoch end", epoch))
+        if between == "two shuffled":
+            batches.extend(loaders[1])
+        return batches, torch.rand(3), loaders
+
+    got, after, loaders = run()
+    init = torch.utils.data.DataLoader.__init__
+    torch.utils.data.DataLoader.__init__ = init.__advisor_original__
+    try:
+        want, want_after, _ = run()
+    finally:
+        torch.utils.data.DataLoader.__init__ = init
+    assert len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want))
+    assert torch.equal(after, want_after)  # the global stream advanced exactly as the sampler's
+    spec = loaders[0]._preload_speculation
+    assert (spec.hits, spec.misses) == (hits, misses)
+    if between == "two shuffled":
+        assert loaders[1]._preload_speculation.hits == 4  # each loader's guess follows the other's draws
+    else:
+        assert loaders[1]._preload_speculation is None   # sequential: nothing to guess
+
+
+def test_permutation_made_ahead_is_randperms_and_leaves_the_global_stream():
+    torch.manual_seed(1)
+    spec = preload._Speculation(1000, pin=False, skip=1)
+    state = torch.get_rng_state()
+    spec.arm()
+    assert torch.equal(torch.get_rng_state(), state)  # guessed from a copy
+    torch.empty((), dtype=torch.int64).random_()      # the new iterator's base seed
+    seed = int(torch.empty((), dtype=torch.int64).random_().item())
+    order = spec.take(seed)
+    assert spec.hits == 1 and torch.equal(order, torch.randperm(1000, generator=torch.Generator().manual_seed(seed)))
+    assert spec.take(seed) is None and (spec.hits, spec.misses) == (1, 0)  # not armed: nothing guessed
+
+
+def test_process_exits_while_a_permutation_is_being_made(tmp_path):
+    script = write(tmp_path / "exit.py", """
+        from advisor.interventions import preload
+        preload._Speculation(50_000_000, pin=False, skip=0).arm()  # a randperm of seconds, under way
+        print("armed", preload._worker.daemon, flush=True)
+    """)
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "armed True"
