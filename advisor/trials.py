@@ -6,6 +6,8 @@ estimated gain are tried one at a time on top of the fixes accepted so far; afte
 accepted fix the new trace is analysed and the rules re-run, so costs that only show
 once the first ones are gone (launch-bound after AMP, say) join the queue. Fixes that
 change training dynamics (batch size) are measured apart, on top of the final stack.
+A kept fix's run is the next reference as it is; it is timed again only when a verdict
+could turn on that one run (advisor.verdicts.retime_reference).
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from pathlib import Path
 
 from advisor import interventions, measure, pipeline
 from advisor.candidates import Candidate, candidates_from_findings
-from advisor.interventions._patch import NOT_APPLIED
+from advisor.verdicts import judge, regime_noise, regroup, relative, retime_reference
 
 APART = {"batch-size"}
 # Why a group's later value wins a tie within noise (see _Ladder._compete).
-TIE_REASON = {"dataloader-workers": "with more headroom", "torch-compile": "without CUDA graphs' static memory"}
+TIE_REASON = {"dataloader-workers": "with more headroom"}
 # Extra (reference, trial) timing rounds for a gain inside the noise band.
 CONFIRM_ROUNDS = 2
 
@@ -126,8 +128,8 @@ class _Ladder:
         return _run(self.ctx, name, stack, profile)
 
     def _pool(self, *runs_lists: list[dict]) -> None:
-        self.groups = _regroup(self.groups, *runs_lists)
-        self.noise = _regime_noise(self.groups, self.ref_runs) or measure.pooled_noise(self.groups) or self.noise
+        self.groups = regroup(self.groups, *runs_lists)
+        self.noise = regime_noise(self.groups, self.ref_runs) or measure.pooled_noise(self.groups) or self.noise
 
     def run(self) -> dict:
         try:
@@ -147,7 +149,7 @@ class _Ladder:
                 self._trial(cand)
                 if cand.group and cand.group in self.pending and not any(c.group == cand.group for c in self.queue):
                     winner = self.pending.pop(cand.group)
-                    self._commit(*winner[:4], winner[4]["name"])
+                    self._commit(*winner[:4])
             self.result["noise"], self.result["threshold"] = self.noise, measure.acceptance_threshold(self.noise)
             self.result["apart"] = [self._apart(c) for c in self.result["apart"] if not _out_of_budget(self.ctx)]
         except KeyboardInterrupt:
@@ -166,7 +168,7 @@ class _Ladder:
             rec = {"name": name, "fix": cand.name, "params": cand.params, "changes_numerics": True,
                    "description": mod.describe(cand.params), "interventions": [c.key for c in [*self.stack, cand]],
                    "apart": True, **_describe(child, analysis, self.base)}
-            status, reason, gain, _used = _verdict([child], self.ref_runs, self.loss_ref, self.noise, True)
+            status, reason, gain, _used = judge([child], self.ref_runs, self.loss_ref, self.noise, True)
             rec["status"] = "measured" if status in ("accepted", "unsure") else status
             rec["gain_vs_previous"] = gain
             rec["reason"] = reason.replace("the previous stack", "the kept fixes") + \
@@ -201,8 +203,7 @@ class _Ladder:
         if why:
             self.trials.append({"name": cand.key, "fix": cand.name, "params": cand.params, "status": "skipped",
                                 "reason": why, "origin": cand.origin, "interventions": []})
-            if cand.fallback:
-                self.queue.insert(0, cand.fallback)
+            self._fall_back(cand, "skipped")
             return
         self.n += 1
         values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
@@ -224,16 +225,22 @@ class _Ladder:
         self.trials.append(rec)
         if rec["status"] == "accepted":
             if cand.group is None:
-                self._commit(cand, runs, analysis, model, name)
+                self._commit(cand, runs, analysis, model)
             else:
                 self._compete(cand, runs, analysis, model, rec, used)
         elif rec["status"] == "rejected" and not rec["reason"].startswith("numerics"):
             self.slow.add(cand.key)
             self._learn(child, analysis, model, name)
-        elif rec["status"] == "skipped" and cand.fallback:
-            self.queue.insert(0, cand.fallback)
+        self._fall_back(cand, rec["status"])
         if cand.key in self.retried:
             rec["reason"] += " (tried again after the stack changed)"
+
+    def _fall_back(self, cand: Candidate, status: str) -> None:
+        """The candidate's fallback runs next when the verdict is one it falls back on
+        (cannot apply, crashed; for compile's reduce-overhead also not accepted)."""
+        if cand.fallback and status in cand.fallback_when:
+            self.say(f"{cand.key} {status}: trying {cand.fallback.key} instead")
+            self.queue.insert(0, cand.fallback)
 
     def _learn(self, child, analysis, model, name: str) -> None:
         """A fix that did not pay can still show what stands in the way: AMP that halves the
@@ -248,8 +255,20 @@ class _Ladder:
 
     def _confirm(self, name: str, cand: Candidate, runs: list[dict], changes_numerics: bool):
         """The verdict, after re-timing a gain inside the noise band: the reference and the
-        trial again, alternately, so that slow drift of the host hits both alike."""
-        verdict = _verdict(runs, self.ref_runs, self.loss_ref, self.noise, changes_numerics, cand.name)
+        trial again, alternately, so that slow drift of the host hits both alike. A reference
+        timed once (a kept fix's own run) is first timed again alone when the verdict could
+        turn on it (verdicts.retime_reference): confirm on demand."""
+        verdict = judge(runs, self.ref_runs, self.loss_ref, self.noise, changes_numerics, cand.name)
+        measured = regime_noise(self.groups, self.ref_runs) is not None
+        if len(self.ref_runs) == 1 and retime_reference(verdict[0], verdict[2], verdict[3], measured) \
+                and not _out_of_budget(self.ctx):
+            self.say(f"trial {name}: {verdict[1]}; the reference has one run"
+                     f"{'' if measured else ' and no noise of its own regime'}: timing it again")
+            again_ref, _, _ = self._process(f"{name}-reference", self.stack, profile=False)
+            if again_ref.get("status") == "complete":
+                self.ref_runs = [*self.ref_runs, again_ref]
+                self._pool(self.ref_runs)  # its pair now sets the noise of its regime
+            verdict = judge(runs, self.ref_runs, self.loss_ref, self.noise, changes_numerics, cand.name)
         while verdict[0] == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not _out_of_budget(self.ctx):
             self.say(f"trial {name}: {verdict[1]}; timing the reference and the trial again")
             k = len(runs)
@@ -260,7 +279,7 @@ class _Ladder:
             if again.get("status") == "complete":
                 runs.append(again)
             self._pool(self.ref_runs, runs)
-            verdict = _verdict(runs, self.ref_runs, self.loss_ref, self.noise, changes_numerics, cand.name)
+            verdict = judge(runs, self.ref_runs, self.loss_ref, self.noise, changes_numerics, cand.name)
         status, reason, gain, used = verdict
         if status == "unsure":
             status, reason = "rejected", reason + "; not confirmed"
@@ -270,7 +289,7 @@ class _Ladder:
         """A group's values come in order of preference on a tie: a later one within the noise
         of the best wins (more workers: headroom for the fixes that speed the GPU up later)."""
         best = self.pending.get(cand.group)
-        if best is None or _relative(rec, best[4]) > -used / 2:
+        if best is None or relative(rec, best[4]) > -used / 2:
             if best is not None:
                 best[4]["status"], best[4]["reason"] = "superseded", \
                     f"{rec['name']} was as fast within noise, {TIE_REASON.get(cand.group, 'and came later')}"
@@ -278,47 +297,28 @@ class _Ladder:
         else:
             rec["status"], rec["reason"] = "superseded", f"{best[4]['name']} was faster"
 
-    def _commit(self, cand, runs, analysis, model, name: str) -> None:
+    def _commit(self, cand, runs, analysis, model) -> None:
         self.stack.append(cand)
         self.result["stack"] = [c.as_spec() for c in self.stack]
-        # Time the new reference once more: its own noise joins the pooled estimate (a
-        # GPU-bound stack is often far steadier than a loader-bound baseline).
-        if not _out_of_budget(self.ctx):
-            again, _, _ = self._process(f"{name}-repeat", self.stack, profile=False)
-            if again.get("status") == "complete":
-                runs = [*runs, again]
+        # The kept fix's runs (one, unless it was confirmed) are the new reference as they
+        # are: it is timed again only when a later verdict could turn on it (_confirm). A
+        # repeat after every kept fix cost a process each, mostly after gains (+267%, +47%)
+        # that a second run could not change.
         self.ref_runs, self.ref_config = runs, runs[0].get("config") or self.ref_config
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
         retry = self.slow - self.retried
         self.queue = _requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry)
         for c in self.queue:
-            if c.key in retry:
-                self.tried.discard(c.key)
-                self.retried.add(c.key)
-
-
-def _relative(rec: dict, other: dict) -> float:
-    """How much faster rec's configuration ran than other's (both measured on one reference)."""
-    return (1.0 + rec["gain_vs_previous"]) / (1.0 + other["gain_vs_previous"]) - 1.0
+            alt: Candidate | None = c
+            while alt is not None:  # a fallback rejected as not faster is retried with its candidate
+                if alt.key in retry:
+                    self.tried.discard(alt.key)
+                    self.retried.add(alt.key)
+                alt = alt.fallback
 
 
 def _out_of_budget(ctx: TrialContext) -> bool:
     return time.monotonic() - ctx.started > ctx.budget_s
-
-
-def _regroup(groups: list[list[dict]], *runs_lists: list[dict]) -> list[list[dict]]:
-    """Replace or add the run lists of the configurations just re-timed (matched by identity
-    of their first run) in the noise groups."""
-    out = list(groups)
-    for runs in runs_lists:
-        for i, g in enumerate(out):
-            if g and runs and g[0] is runs[0]:
-                out[i] = runs
-                break
-        else:
-            if len(runs) > 1:
-                out.append(runs)
-    return out
 
 
 def _requeue(queue, child, analysis, model, ctx, tried) -> list[Candidate]:
@@ -333,46 +333,3 @@ def _requeue(queue, child, analysis, model, ctx, tried) -> list[Candidate]:
     named = [q for q in queue if ctx.only and q.name in ctx.only and q.key not in fresh]
     kept = [c for c in fresh.values() if ctx.only is None or c.name in ctx.only]
     return sorted(kept + named, key=lambda c: -(c.est_gain_ms or 0.0))
-
-
-def _regime_noise(groups: list[list[dict]], ref_runs: list[dict]) -> float | None:
-    """The noise of configurations that run like the current reference (mean step within
-    2x of it): a loader-bound baseline on a busy host spreads 10-30% between runs, the
-    GPU-bound stacks after it 1-2%, and the comparison at hand is between the latter."""
-    ref = [measure.step_ms(r) for r in ref_runs if measure.step_ms(r)]
-    if not ref:
-        return None
-    centre = statistics.fmean(ref)
-    near = [g for g in groups if g and 0.5 <= statistics.fmean([measure.step_ms(r) or centre for r in g]) / centre <= 2.0]
-    return measure.pooled_noise(near)
-
-
-def _verdict(runs: list[dict], ref_runs: list[dict], loss_ref: dict, noise: float,
-             changes_numerics: bool, name: str | None = None) -> tuple[str, str, float | None, float | None]:
-    """(status, reason, gain, threshold used). status "unsure": a gain over 3% but inside
-    the noise of this comparison, which more runs could settle."""
-    child = runs[0]
-    if child.get("status") != "complete":
-        return "failed", "; ".join(child.get("incomplete_reasons") or ["the trial did not finish"]), None, None
-    refused = [n.split(":", 2)[2].strip() for n in child.get("notes") or []
-               if n.startswith(f"{NOT_APPLIED} {name}:")] if name else []
-    if refused:
-        return "skipped", refused[0], None, None
-    for r in runs:
-        bad = measure.numerics_verdict(r.get("losses") or [], loss_ref.get("losses") or [], changes_numerics)
-        if bad:
-            return "rejected", f"numerics: {bad}", None, None
-    gain = measure.pooled_gain(runs, ref_runs)
-    if gain is None:
-        return "failed", "no steps were measured", None, None
-    threshold = measure.acceptance_threshold(noise, len(ref_runs), len(runs))
-    over = f"{_runs_text(runs, ref_runs)}, threshold {threshold:.1%}"
-    if gain >= threshold:
-        return "accepted", f"{gain:+.1%} vs the previous stack ({over})", gain, threshold
-    if gain >= measure.MIN_GAIN:
-        return "unsure", f"{gain:+.1%} vs the previous stack, under the noise threshold ({over})", gain, threshold
-    return "rejected", f"{gain:+.1%} vs the previous stack, under the {threshold:.1%} threshold", gain, threshold
-
-
-def _runs_text(runs: list[dict], ref_runs: list[dict]) -> str:
-    return f"{len(runs)} run{'s' if len(runs) > 1 else ''} vs {len(ref_runs)} of the reference"

@@ -149,7 +149,7 @@ def test_warmup_cost_is_what_the_untimed_steps_took_beyond_the_steady_step():
 
 
 def test_noise_comes_from_configurations_that_run_like_the_reference():
-    from advisor.trials import _regime_noise
+    from advisor.verdicts import regime_noise as _regime_noise
 
     loader_bound = [_timed(100.0), _timed(130.0)]   # 30% apart: a busy host's loader
     gpu_bound = [_timed(10.0), _timed(10.1)]        # 1% apart
@@ -159,7 +159,7 @@ def test_noise_comes_from_configurations_that_run_like_the_reference():
 
 
 def test_verdicts_confirm_gains_inside_the_noise():
-    from advisor.trials import _verdict
+    from advisor.verdicts import judge as _verdict
 
     ref = [_timed(10.0), _timed(11.0)]
     loss_ref = _timed(10.0)
@@ -171,7 +171,7 @@ def test_verdicts_confirm_gains_inside_the_noise():
     status, *_ = _verdict([_timed(9.0)] * 3, [*ref, _timed(10.5)], loss_ref, 0.10, False)
     assert status == "accepted"
     status, reason, *_ = _verdict([_timed(10.4)], ref, loss_ref, 0.10, False)
-    assert status == "rejected" and "under the" in reason
+    assert status == "rejected" and "under the" in reason and "1 run vs 2 of the reference" in reason
     nan = dict(_timed(5.0), losses=[2.0, float("nan")])
     status, reason, *_ = _verdict([_timed(5.0), nan], ref, loss_ref, 0.10, False)
     assert status == "rejected" and reason.startswith("numerics: loss became nan")
@@ -188,7 +188,7 @@ def test_tensorboard_lists_every_trial_of_a_run(slow_run, query_tb_profiler):
 
 
 def test_competing_values_compare_by_ratio():
-    from advisor.trials import _relative
+    from advisor.verdicts import relative as _relative
 
     # +299% and +318% over one reference: the first ran 4.5% slower than the second
     assert _relative({"gain_vs_previous": 2.99}, {"gain_vs_previous": 3.18}) == pytest.approx(3.99 / 4.18 - 1)

@@ -1,0 +1,179 @@
+"""The trials ladder with injected runs (no child processes): which processes it starts, when
+a one-run reference is timed again (confirm on demand), and when a fallback is tried."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor import pipeline, trials
+from advisor.candidates import expand
+from advisor.verdicts import UNMEASURED_REGIME_GAIN, retime_reference
+
+RO, DEFAULT = "torch-compile(mode=reduce-overhead)", "torch-compile(mode=default)"
+
+
+def _timed(ms_per_step: float, steps: int = 10, batch: int = 8) -> dict:
+    return {"status": "complete", "batch_size": batch, "step_times_ms": [ms_per_step] * steps,
+            "measure_window_ms": ms_per_step * steps, "losses": [2.0, 1.9, 1.8, 1.7]}
+
+
+def _finding(fix: str, gain: float) -> dict:
+    return {"code": "ADV000", "estimated_gain_ms": gain, "fix": {"intervention": fix}}
+
+
+def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environment: dict | None = None,
+           baseline: dict | None = None):
+    """Run the ladder; speeds maps a stack (tuple of candidate keys) to the ms/step of its
+    successive runs (the last one repeats), or to a whole child result. Returns (result,
+    calls: [(process name, stack keys, profiled)], progress lines)."""
+    calls, lines, seen = [], [], {}
+
+    def fake_run(ctx, name, stack, profile=True):
+        keys = tuple(c.key for c in stack)
+        calls.append((name, keys, profile))
+        got = speeds[keys]
+        if isinstance(got, dict):
+            return got, None, None
+        i = seen.get(keys, 0)
+        seen[keys] = i + 1
+        return _timed(got[min(i, len(got) - 1)]), None, None
+
+    monkeypatch.setattr(trials, "_run", fake_run)
+    ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
+                              baseline=baseline or _timed(100.0), baseline_findings=findings,
+                              environment=environment or {}, progress=lines.append)
+    return trials.run_trials(ctx), calls, lines
+
+
+def _rec(result, prefix: str) -> dict:
+    return next(t for t in result["trials"] if t["name"].startswith(prefix))
+
+
+def test_a_kept_fix_with_a_large_gain_is_not_timed_again(tmp_path, monkeypatch):
+    speeds = {(): [101.0], ("set-to-none",): [50.0], ("set-to-none", "cudnn-benchmark"): [49.9]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds,
+                              [_finding("set-to-none", 10.0), _finding("cudnn-benchmark", 5.0)])
+    # +100% against a 3% threshold: the kept stack is not re-run; the next trial is judged
+    # against its one run, and its -0.2% is far from any threshold
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark"]
+    assert result["processes"] == 4
+    kept, nxt = _rec(result, "01-"), _rec(result, "02-")
+    assert kept["status"] == "accepted" and kept["reference_runs"] == 2
+    assert nxt["status"] == "rejected" and nxt["reference_runs"] == 1 and nxt["runs"] == 1
+    assert "1 run vs 1 of the reference" in nxt["reason"]  # the verdict says what it rests on
+    assert result["stack"] == [{"name": "set-to-none", "params": {}}]
+
+
+@pytest.mark.parametrize("kept_ms, trial_ms, again, why", [
+    (60.0, 57.0, True, "+5.3%: accepted, under twice the 3% threshold"),
+    (60.0, 59.0, True, "+1.7%: rejected, over half the threshold"),
+    (60.0, 55.5, False, "+8.1%: over twice the threshold, in a regime with its own noise"),
+    (60.0, 59.5, False, "+0.8%: under half the threshold"),
+    (30.0, 27.75, True, "+8.1% but nothing within 2x of 30 ms was timed twice: under 9%"),
+    (30.0, 27.0, False, "+11.1%: over 9% and twice the threshold"),
+])
+def test_a_one_run_reference_is_timed_again_only_when_the_verdict_could_turn_on_it(
+        tmp_path, monkeypatch, kept_ms, trial_ms, again, why):
+    speeds = {(): [101.0], ("set-to-none",): [kept_ms, kept_ms * 1.005],
+              ("set-to-none", "cudnn-benchmark"): [trial_ms]}
+    result, calls, lines = ladder(tmp_path, monkeypatch, speeds,
+                                  [_finding("set-to-none", 10.0), _finding("cudnn-benchmark", 5.0)])
+    names = [c[0] for c in calls]
+    assert "01-set-to-none-repeat" not in names  # never a repeat right after a kept fix
+    nxt = _rec(result, "02-")
+    if again:
+        assert names == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark", "02-cudnn-benchmark-reference"], why
+        # timing-only, the kept stack alone
+        assert calls[-1][1:] == (("set-to-none",), False)
+        assert nxt["reference_runs"] == 2 and "1 run vs 2 of the reference" in nxt["reason"]
+        assert any("the reference has one run" in line and "timing it again" in line for line in lines)
+    else:
+        assert names == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark"], why
+        assert nxt["reference_runs"] == 1 and "1 run vs 1 of the reference" in nxt["reason"]
+    expect = "accepted" if trial_ms <= 0.97 * kept_ms else "rejected"
+    assert nxt["status"] == expect
+
+
+def test_an_unsure_verdict_on_another_regimes_noise_is_settled_by_the_reference_alone(tmp_path, monkeypatch):
+    # The baseline pair spreads 25% (loader-bound); the kept stack runs 5x faster, where
+    # nothing was timed twice: its +11% trial is "unsure" against a 50% threshold. Timing
+    # the reference alone gives its regime a noise of its own (0.5%): accepted, no rounds.
+    speeds = {(): [125.0], ("set-to-none",): [20.0, 20.1], ("set-to-none", "cudnn-benchmark"): [18.0]}
+    result, calls, lines = ladder(tmp_path, monkeypatch, speeds,
+                                  [_finding("set-to-none", 10.0), _finding("cudnn-benchmark", 5.0)])
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark",
+                                     "02-cudnn-benchmark-reference"]
+    nxt = _rec(result, "02-")
+    assert nxt["status"] == "accepted" and nxt["runs"] == 1 and nxt["reference_runs"] == 2
+    assert nxt["noise_at_verdict"] == pytest.approx(0.005, abs=1e-3)
+    assert any("no noise of its own regime" in line for line in lines)
+
+
+def test_a_marginal_trial_against_a_two_run_reference_gets_confirmation_rounds(tmp_path, monkeypatch):
+    # the baseline has its pair (noise 10%, threshold 17.3% for 1 vs 2): +14% is unsure; the
+    # reference and the trial are timed again alternately, as before, with no separate
+    # reference re-run; pooled, +12.2% clears the 8.5% threshold of 2 runs vs 3
+    speeds = {(): [110.0, 100.0], ("set-to-none",): [92.0]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 10.0)])
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "01-set-to-none-confirm1-reference",
+                                     "01-set-to-none-confirm1"]
+    rec = _rec(result, "01-")
+    assert rec["status"] == "accepted" and rec["runs"] == 2 and rec["reference_runs"] == 3
+    assert "2 runs vs 3 of the reference" in rec["reason"]
+
+
+def test_retime_reference_band():
+    t = 0.03
+    assert retime_reference("accepted", 0.059, t, True) and not retime_reference("accepted", 0.06, t, True)
+    assert retime_reference("rejected", 0.015, t, True) and not retime_reference("rejected", 0.0149, t, True)
+    assert retime_reference("unsure", 0.04, 0.2, True)  # marginal by definition
+    # no noise measured in the reference's regime: at least up to 9%
+    assert UNMEASURED_REGIME_GAIN == pytest.approx(0.09)
+    assert retime_reference("accepted", 0.089, t, False) and not retime_reference("accepted", 0.09, t, False)
+    assert retime_reference("accepted", 0.8, 0.445, False) and not retime_reference("accepted", 0.89, 0.445, False)
+    for status in ("failed", "skipped"):
+        assert not retime_reference(status, None, None, True)
+    assert not retime_reference("rejected", None, None, False)  # numerics: speed plays no part
+
+
+def test_compile_default_is_the_fallback_of_reduce_overhead_on_a_gpu():
+    gpu = expand({"intervention": "torch-compile"}, "ADV109", 1.0, {"gpu_count": 1})
+    assert [c.key for c in gpu] == [RO] and gpu[0].fallback.key == DEFAULT
+    assert set(gpu[0].fallback_when) == {"skipped", "failed", "rejected"}
+    assert [c.key for c in expand({"intervention": "torch-compile"}, None, None, {})] == [DEFAULT]
+    preload = expand({"intervention": "preload-dataset"}, "ADV118", 1.0, {"gpu_count": 1})[0]
+    assert preload.fallback.key == "precompute-samples" and set(preload.fallback_when) == {"skipped", "failed"}
+
+
+def test_default_compile_is_not_trialled_after_reduce_overhead_was_accepted(tmp_path, monkeypatch):
+    speeds = {(): [101.0], (RO,): [50.0], (DEFAULT,): [60.0]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 10.0)], {"gpu_count": 1})
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-torch-compile-reduce-overhead"]
+    assert not any(DEFAULT in c[1] for c in calls)
+    assert result["stack"] == [{"name": "torch-compile", "params": {"mode": "reduce-overhead"}}]
+
+
+@pytest.mark.parametrize("ro", [[110.0], {"status": "failed", "incomplete_reasons": ["exit code 1"]}],
+                         ids=["rejected", "crashed"])
+def test_default_compile_is_trialled_when_reduce_overhead_is_not_accepted(tmp_path, monkeypatch, ro):
+    speeds = {(): [101.0], (RO,): ro, (DEFAULT,): [60.0]}
+    result, calls, lines = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 10.0)], {"gpu_count": 1})
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-torch-compile-reduce-overhead",
+                                     "02-torch-compile-default"]
+    assert _rec(result, "01-")["status"] == ("rejected" if isinstance(ro, list) else "failed")
+    assert _rec(result, "02-")["status"] == "accepted"
+    assert result["stack"] == [{"name": "torch-compile", "params": {"mode": "default"}}]
+    assert any(f"trying {DEFAULT} instead" in line for line in lines)
+
+
+@pytest.mark.parametrize("preload, fallback", [
+    ({"status": "failed", "incomplete_reasons": ["CUDA out of memory"]}, True),
+    ([110.0], False),  # ran and was not faster: precompute removes only part of what it did
+])
+def test_precompute_is_the_fallback_of_a_preload_that_crashed_not_of_a_slow_one(tmp_path, monkeypatch, preload, fallback):
+    base = dict(_timed(100.0), config={"dataloader": {"value": {"batch_size": 8}}})
+    speeds = {(): [101.0], ("preload-dataset",): preload, ("precompute-samples",): [70.0]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("preload-dataset", 10.0)], {"gpu_count": 1}, base)
+    names = [c[0] for c in calls]
+    assert names[:2] == ["00-baseline-repeat", "01-preload-dataset"]
+    assert (names[2:] == ["02-precompute-samples"]) is fallback and len(names) == 2 + fallback
