@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from advisor import interventions
 
 # Fixes a rule may name that advisor cannot apply at run time: shown as suggestions.
-SUGGEST_ONLY = {"uint8-inputs", "defer-syncs", "expandable-segments", "ddp", "grad-scaler",
+SUGGEST_ONLY = {"uint8-inputs", "expandable-segments", "ddp", "grad-scaler",
                 "overlap-communication", "cuda-graphs", None}
 
 
