@@ -26,6 +26,8 @@ APART = {"batch-size"}
 TIE_REASON = {"dataloader-workers": "with more headroom"}
 # Extra (reference, trial) timing rounds for a gain inside the noise band.
 CONFIRM_ROUNDS = 2
+# A fix rejected as not faster is tried again when the kept stack has become this much faster.
+RETRY_SPEEDUP = 1.5
 
 
 @dataclass
@@ -119,8 +121,12 @@ class _Ladder:
         # Values of one setting (worker counts) compete: the best accepted one is kept once
         # the last of them has run. group -> (candidate, runs, analysis, model, record)
         self.pending: dict[str, tuple] = {}
-        self.slow: set[str] = set()      # rejected as not faster: worth one more try once the
-        self.retried: set[str] = set()   # bottleneck has moved (AMP cannot show while loader-bound)
+        # Rejected as not faster, with the reference step (ms) it was judged against: worth
+        # another try once the stack runs RETRY_SPEEDUP times faster, i.e. the bottleneck has
+        # moved (AMP or deferred syncs cannot show while the step waits for data; an H100
+        # ladder rejected defer-syncs twice while loader-bound, then never tried it again).
+        self.slow: dict[str, float] = {}
+        self.retried: set[str] = set()
         self.n = 0
 
     def _process(self, name: str, stack: list[Candidate], profile: bool = True):
@@ -229,7 +235,7 @@ class _Ladder:
             else:
                 self._compete(cand, runs, analysis, model, rec, used)
         elif rec["status"] == "rejected" and not rec["reason"].startswith("numerics"):
-            self.slow.add(cand.key)
+            self.slow[cand.key] = self._ref_ms()
             self._learn(child, analysis, model, name)
         self._fall_back(cand, rec["status"])
         if cand.key in self.retried:
@@ -246,7 +252,7 @@ class _Ladder:
         """A fix that did not pay can still show what stands in the way: AMP that halves the
         kernel time of an eager step which does not get faster leaves a launch-bound trace.
         What the rules find in the rejected trial's trace joins the queue; the rejected fix
-        is retried once a fix is kept."""
+        is retried once the stack is RETRY_SPEEDUP times faster (_commit)."""
         queued = {q.key for q in self.queue} | {c.key for c in self.stack}
         found = [c for c in _requeue([], child, analysis, model, self.ctx, self.tried) if c.key not in queued]
         if found:
@@ -306,7 +312,8 @@ class _Ladder:
         # that a second run could not change.
         self.ref_runs, self.ref_config = runs, runs[0].get("config") or self.ref_config
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
-        retry = self.slow - self.retried
+        now = self._ref_ms()
+        retry = {k for k, at in self.slow.items() if now and at >= RETRY_SPEEDUP * now}
         self.queue = _requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry)
         for c in self.queue:
             alt: Candidate | None = c
@@ -314,7 +321,12 @@ class _Ladder:
                 if alt.key in retry:
                     self.tried.discard(alt.key)
                     self.retried.add(alt.key)
+                    self.slow[alt.key] = now  # once more only after the next such speed-up
                 alt = alt.fallback
+
+    def _ref_ms(self) -> float:
+        times = [t for t in (measure.step_ms(r) for r in self.ref_runs) if t]
+        return statistics.fmean(times) if times else 0.0
 
 
 def _out_of_budget(ctx: TrialContext) -> bool:

@@ -64,12 +64,17 @@ def check(ctx):
         return None
     sites = device_item_sites(ctx)
     items = any(str(s.get("name", "")) in ITEM_OPS for s in syncs)
+    # The GPU idle that waits for data is the loader's (ADV103/ADV118), not the syncs': an
+    # H100 ladder trialled defer-syncs first on a loader-bound step, where it could not show.
+    waits = float((ctx.analysis.get("measured") or {}).get("data_wait_ms_per_step") or phase_ms(ctx, "data_wait"))
+    gain = max(0.0, phase_ms(ctx, "gpu_idle") - waits)
     return {
         "message": f"{per_step:.1f} host-device synchronizations per step stall the launch queue.",
         "evidence": [f"{s['name']}: {s['per_step']:.1f} per step" for s in syncs][:6]
                     + ([f".item() on a device tensor at {', '.join(sites[:4])}"] if sites else [])
-                    + [f"GPU idle per step: {ms(phase_ms(ctx, 'gpu_idle'))}"],
-        "estimated_gain_ms": phase_ms(ctx, "gpu_idle") or None,
+                    + [f"GPU idle per step: {ms(phase_ms(ctx, 'gpu_idle'))}"
+                       + (f" ({ms(waits)} of data waits per step are the loader's)" if waits else "")],
+        "estimated_gain_ms": gain or None,
         # trialled only when the syncs are .item() calls the script makes itself
         "fix": fix("defer-syncs", changes_numerics=False, suggest_only=not (sites and items),
                    code=CODE_HINT, where=sites[0] if sites else None),

@@ -177,3 +177,38 @@ def test_precompute_is_the_fallback_of_a_preload_that_crashed_not_of_a_slow_one(
     names = [c[0] for c in calls]
     assert names[:2] == ["00-baseline-repeat", "01-preload-dataset"]
     assert (names[2:] == ["02-precompute-samples"]) is fallback and len(names) == 2 + fallback
+
+
+def test_a_fix_rejected_while_another_bottleneck_ruled_is_tried_again_once_the_stack_is_much_faster(
+        tmp_path, monkeypatch):
+    """A fix cannot pay while another cost rules the step (defer-syncs while the step waits
+    for data: an H100 ladder rejected it twice there and never tried it again). Once kept
+    fixes make the stack RETRY_SPEEDUP times faster, a fix rejected as not faster that the
+    rules still propose runs again, and only then."""
+    # the rules (on every kept stack's trace) keep proposing the same fixes
+    monkeypatch.setattr(pipeline, "run_findings", lambda *a, **k: (
+        [_finding("cudnn-benchmark", 5.0), _finding("tf32", 1.0)], []))
+    speeds = {(): [100.0], ("cudnn-benchmark",): [99.0], ("set-to-none",): [90.0],
+              ("set-to-none", "cudnn-benchmark"): [89.5], ("set-to-none", "tf32"): [40.0],
+              ("set-to-none", "tf32", "cudnn-benchmark"): [30.0]}
+    seen = {}
+
+    def with_analysis(ctx, name, stack, profile=True):
+        keys = tuple(c.key for c in stack)
+        i = seen.get(keys, 0)
+        seen[keys] = i + 1
+        got = speeds[keys]
+        return _timed(got[min(i, len(got) - 1)]), {"stub": True}, object()
+
+    monkeypatch.setattr(trials, "_run", with_analysis)
+    ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
+                              baseline=_timed(100.0), environment={}, progress=lambda s: None,
+                              baseline_findings=[_finding("cudnn-benchmark", 5.0), _finding("set-to-none", 3.0)])
+    result = trials.run_trials(ctx)
+    names = [t["name"] for t in result["trials"]]
+    # rejected at 100 ms; not retried after set-to-none (90 ms: not 1.5x faster); retried
+    # after tf32 (40 ms), where it pays
+    assert names == ["00-baseline-repeat", "01-cudnn-benchmark", "02-set-to-none", "03-tf32", "04-cudnn-benchmark"]
+    assert _rec(result, "01-")["status"] == "rejected" and _rec(result, "04-")["status"] == "accepted"
+    assert "tried again after the stack changed" in _rec(result, "04-")["reason"]
+    assert [c["name"] for c in result["stack"]] == ["set-to-none", "tf32", "cudnn-benchmark"]
