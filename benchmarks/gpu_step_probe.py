@@ -36,7 +36,9 @@ def main() -> None:
         ev.record()
         events.append(ev)
 
-    torch.optim.optimizer.register_optimizer_step_post_hook(after_step)
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(after_step)
     sys.argv = [script, *args]
     sys.path.insert(0, script.rsplit("/", 1)[0] if "/" in script else ".")
     try:
