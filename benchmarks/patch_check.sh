@@ -9,3 +9,4 @@ cp examples/cifar_resnet.py $W/
 git diff --no-index --stat examples/cifar_resnet.py $W/cifar_resnet.py || true
 echo "== original";  python3 examples/cifar_resnet.py --steps 77 --warmup-steps 29 | tail -1
 echo "== patched";   python3 $W/cifar_resnet.py --steps 77 --warmup-steps 29 | tail -1
+echo "== tuned control"; python3 examples/cifar_resnet_tuned.py --steps 77 --warmup-steps 29 | tail -1
