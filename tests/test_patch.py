@@ -441,3 +441,19 @@ def test_defer_syncs_patch_keeps_the_observed_item_reads_on_the_device(cifar):
     assert "running_loss += loss.detach()" in text
     out = run(cifar, "--steps", "3", "--batch-size", "8", "--num-samples", "64", "--device", "cpu", "--log-every", "1")
     assert "done: 3 steps" in out.stdout and "avg_loss" in out.stdout
+
+
+def test_cuda_graphs_patch_sets_gradients_to_none(cifar):
+    """The edited script compiles the model from its first step: with zero_grad(set_to_none=False)
+    the gradients would be CUDA graph outputs that the next replay overwrites (an H100 run of
+    such a patch failed in backward), so a reduce-overhead compile brings set_to_none=True."""
+    config = config_for(cifar, "model", "inputs")
+    diff, notes = make_patch(str(cifar), [{"intervention": "torch-compile", "params": {"mode": "reduce-overhead"}}], config)
+    assert [n["intervention"] for n in notes] == ["torch-compile", "set-to-none"]
+    assert notes[1]["applied"] and notes[1]["required_by"] == "torch-compile" and "CUDA graphs" in notes[1]["why"]
+    apply(cifar, diff)
+    tree = ast.parse(cifar.read_text())
+    assert literal(kwargs(calls(tree, "zero_grad")[0])["set_to_none"]) is True
+    # default mode, or set_to_none already asked for: nothing added
+    _, plain = make_patch(str(cifar), [{"intervention": "torch-compile", "params": {}}], config)
+    assert [n["intervention"] for n in plain] == ["torch-compile"]

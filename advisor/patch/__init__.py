@@ -61,7 +61,7 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
     root = os.path.realpath(os.path.join(cwd, root)) if root else os.path.dirname(script)
     ctx = PatchContext(script=script, root=root, cwd=cwd, config=config or {})
     notes: list[dict] = []
-    for fix in fixes or []:
+    for fix in _with_required(list(fixes or []), ctx.config):
         fix = fix or {}
         name = fix.get("intervention")
         editor = _EDITORS.get(name)
@@ -77,8 +77,29 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
             reason = str(e) if isinstance(e, SkipFix) else \
                 f"internal error while placing the edit: {type(e).__name__}: {e}"
             note = {"applied": False, "reason": reason}
+        if fix.get("required_by"):
+            note = {**note, "required_by": fix["required_by"], "why": fix.get("reason")}
         notes.append({"intervention": name, **note})
     return ctx.render(notes), notes
 
 
 patch_for = make_patch
+
+CUDA_GRAPHS_GRADS = ("CUDA graphs (torch.compile mode=\"reduce-overhead\") need gradients set to None "
+                     "between steps: kept with set_to_none=False, backward reads a gradient the next "
+                     "replay has overwritten (an H100 run of the patched example failed so)")
+
+
+def _with_required(fixes: list[dict], config: dict) -> list[dict]:
+    """Edits another edit needs as code. At run time advisor compiles the model at its first
+    call, after an eager step, so the gradients are plain tensors the graphs only add into;
+    the edited script compiles it from the start, and with zero_grad(set_to_none=False) its
+    gradients would be CUDA graph outputs, overwritten by the next replay."""
+    names = {(f or {}).get("intervention") for f in fixes}
+    graphs = any((f or {}).get("intervention") == "torch-compile"
+                 and ((f or {}).get("params") or {}).get("mode") == "reduce-overhead" for f in fixes)
+    zero_grad = (config.get("zero_grad") or {}).get("value") or {}
+    if graphs and "set-to-none" not in names and zero_grad.get("set_to_none") is False:
+        fixes.append({"intervention": "set-to-none", "params": {}, "required_by": "torch-compile",
+                      "reason": CUDA_GRAPHS_GRADS})
+    return fixes
