@@ -87,3 +87,26 @@ def test_dataset_transform_modules_are_the_data_pipeline_not_the_model(capfd, tm
     assert res["config"]["input"]["value"]["shape"] == [16, 3, 8, 8]
     assert "transform autocast True" not in out and "transform autocast False" in out
     assert "model dtype torch.bfloat16" in out
+
+
+def test_cuda_graph_compile_sets_gradients_to_none(capfd, tmp_path):
+    """torch.compile with CUDA graphs (reduce-overhead) needs gradients set to None between
+    steps; its code edit makes zero_grad(set_to_none=True), and so does the trial, to measure
+    what the edit ships."""
+    script = write(tmp_path / "train.py", """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for i in range(10000):
+            model(torch.randn(8, 4)).sum().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=False)
+            print("grad", model.weight.grad is None, flush=True)
+    """)
+    fix = {"name": "torch-compile", "params": {"mode": "reduce-overhead"}}
+    res, out, err, _ = run_advised(capfd, script, ["train.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
+                                   warmup_steps=2, profile_steps=0, measure_steps=2, measure_min_s=0,
+                                   interventions=[fix])
+    assert res["status"] == "complete", (res["incomplete_reasons"], err[-2000:])
+    assert res["interventions_applied"] == ["torch.compile(model, mode='reduce-overhead') with zero_grad(set_to_none=True)"]
+    assert {line for line in out.splitlines() if line.startswith("grad")} == {"grad True"}
