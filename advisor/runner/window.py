@@ -16,10 +16,12 @@ from time import perf_counter
 import torch
 
 # How far a window may grow past the steps asked to reach min_s. Short steps need many of
-# them: on an H100 a 16 ms step holding one 60 ms host hiccup moved a 48-step window by 8%,
-# and at 10x, windows of 4-5 ms steps stopped at ~1 s, under the 2 s asked, where one
-# trial's +3.7% was within the run-to-run noise (~5%) of such windows.
-CAP = 40
+# them: on an H100 a 16 ms step holding one 60 ms host hiccup moved a 48-step window by 8%.
+# 40x was tried (windows of 4-5 ms steps stop at ~1 s at 10x, under the 2 s asked): on an
+# H100 the tuned example (360 steps in all) then ended inside its window, and batch-size
+# trials (half the steps) too, so neither was profiled. Until the window knows how long the
+# script runs, the profile comes first.
+CAP = 10
 # Whole epochs only when one is at most this many times the steps asked, so the window
 # grows by less than an epoch: a one-epoch script (the CPU quick start: 40 steps) cannot
 # hold a window of a whole epoch after its warm-up, and would end before being profiled.
