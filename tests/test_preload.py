@@ -15,7 +15,7 @@ import torch
 from test_precompute import Augmenting, Converting
 from test_runner_support import write
 
-from advisor.interventions import preload
+from advisor.interventions import epoch_ahead, preload
 from advisor.runner.parent import run_child
 
 REPO = Path(__file__).resolve().parent.parent
@@ -121,8 +121,8 @@ def test_trial_child_trains_on_preloaded_batches(tmp_path):
 
 def _worker_idle():
     """Until the permutations asked for are made: the time a training step gives the worker."""
-    with preload._cond:
-        preload._cond.wait_for(lambda: not preload._queue and preload._running is None, 30)
+    with epoch_ahead._cond:
+        epoch_ahead._cond.wait_for(lambda: not epoch_ahead._queue and epoch_ahead._running is None, 30)
 
 
 def _between_epochs(kind: str, loaders: list):
@@ -197,7 +197,7 @@ def test_next_permutation_is_made_ahead_and_the_batches_are_unchanged(between, p
 
 def test_permutation_made_ahead_is_randperms_and_leaves_the_global_stream():
     torch.manual_seed(1)
-    spec = preload._Speculation(1000, pin=False, skip=1)
+    spec = epoch_ahead.Speculation(1000, pin=False, skip=1)
     state = torch.get_rng_state()
     spec.arm()
     assert torch.equal(torch.get_rng_state(), state)  # guessed from a copy
@@ -210,9 +210,9 @@ def test_permutation_made_ahead_is_randperms_and_leaves_the_global_stream():
 
 def test_process_exits_while_a_permutation_is_being_made(tmp_path):
     script = write(tmp_path / "exit.py", """
-        from advisor.interventions import preload
-        preload._Speculation(50_000_000, pin=False, skip=0).arm()  # a randperm of seconds, under way
-        print("armed", preload._worker.daemon, flush=True)
+        from advisor.interventions import epoch_ahead
+        epoch_ahead.Speculation(50_000_000, pin=False, skip=0).arm()  # a randperm of seconds, under way
+        print("armed", epoch_ahead._worker.daemon, flush=True)
     """)
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     res = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
