@@ -354,3 +354,16 @@ def test_ladder_shows_the_warmup_cost_apart_from_the_step_time(tmp_path):
     row = ladder.split("(02-dataloader-workers-4)", 1)[1].split("</tr>", 1)[0]
     assert '<td class="num warmup">41.2 s</td>' in row
     assert ladder.count('<td class="num warmup">–</td>') >= 2  # the baseline, and trials of older documents
+
+
+def test_patch_notes_show_why_an_edit_was_added_and_what_to_check(tmp_path):
+    """An edit another one needs (set_to_none=True with CUDA graphs) says so, and a note's
+    warning (values kept on the device by defer-syncs) is shown, escaped."""
+    doc = rundir.read_json(REPO / "reports" / "examples" / "h100-s5-cifar_resnet-trials" / "run.json")
+    doc["patch"]["notes"].append({"intervention": "set-to-none", "applied": True, "where": "cifar_resnet.py:141",
+                                  "edits": ["set_to_none=True"], "required_by": "torch-compile",
+                                  "why": "CUDA graphs need <gradients> set to None"})
+    text = report_html.render_html(doc, tmp_path)
+    notes = text.split('id="patch"', 1)[1]
+    assert "needed by <code>torch-compile</code>: CUDA graphs need &lt;gradients&gt; set to None" in notes
+    assert "check: the values stay 0-dim tensors on the device" in notes
