@@ -236,3 +236,29 @@ def test_amp_rejected_on_nchw_convolutions_brings_channels_last_then_amp_again(t
     else:
         assert names == ["00-baseline-repeat", "01-amp", "02-set-to-none"]
         assert result["stack"] == []
+
+
+@pytest.mark.parametrize("x2_step_ms,runs_x4", [(120.0, True), (198.0, False)])
+def test_batch_size_x4_runs_only_after_x2_paid(tmp_path, monkeypatch, x2_step_ms, runs_x4):
+    """Batch-size factors are measured apart, on top of the kept fixes; x4 only when x2 was
+    faster beyond the threshold per sample (twice the batch in 120 ms against 8 samples in
+    100 ms: +67%; in 198 ms: +1%)."""
+    base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}}
+    step_ms = {(): 100.0, ("batch-size(factor=2)",): x2_step_ms, ("batch-size(factor=4)",): 200.0}
+
+    def timed_batch(ctx, name, stack, profile=True):
+        keys = tuple(c.key for c in stack)
+        factor = stack[-1].params.get("factor", 1) if stack else 1
+        return _timed(step_ms[keys], batch=8 * factor), None, None
+
+    monkeypatch.setattr(trials, "_run", timed_batch)
+    ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
+                              baseline=base, environment={}, progress=lambda s: None,
+                              baseline_findings=[_finding("batch-size", 1.0)])
+    result = trials.run_trials(ctx)
+    x2, x4 = _rec(result, "apart-batch-size-x2"), _rec(result, "apart-batch-size-x4")
+    if runs_x4:
+        assert x2["status"] == x4["status"] == "measured"
+    else:
+        assert x2["status"] == "rejected"
+        assert x4["status"] == "not run" and "was not faster" in x4["reason"]
