@@ -136,3 +136,31 @@ def test_not_applicable_without_device_item_sites():
     assert "no GPU" in defer_syncs.not_applicable(sites, {"gpu_count": 0}, {})
     cpu = {"item_calls": {"value": {"sites": {"t.py:9": {"calls": 4, "device": False}}}}}
     assert "no .item()" in defer_syncs.not_applicable(cpu, {"gpu_count": 1}, {})
+
+
+def test_only_the_scripts_own_calls_are_deferred(tmp_path):
+    """The caller decides: the script's code gets a deferred number; torch, an installed
+    package (a trainer, a metrics library) and advisor itself get the plain one. The runner's
+    own .item() wrapper, between the script and the intervention, is looked through."""
+    import os
+
+    from advisor.interventions import defer_syncs
+    from advisor.runner._util import ADVISOR_DIR, SiteFinder
+
+    is_script_code = SiteFinder(str(tmp_path)).is_script_code
+    ns = {"_user_caller": defer_syncs._user_caller, "is_script_code": is_script_code}
+
+    def define(src: str, filename: str) -> None:
+        exec(compile(src, filename, "exec"), ns)
+
+    define("def wrapper():\n    return _user_caller(is_script_code)\n",
+           os.path.join(ADVISOR_DIR, "interventions", "defer_syncs.py"))         # the intervention's .item()
+    define("def item():\n    return wrapper()\n", os.path.join(ADVISOR_DIR, "runner", "hooks.py"))  # the runner's
+    define("def script():\n    return wrapper()\ndef script_via_runner():\n    return item()\n",
+           str(tmp_path / "train.py"))
+    define("def trainer():\n    return wrapper()\n", "/opt/venv/lib/python3.12/site-packages/trainer/loop.py")
+    define("def controller():\n    return wrapper()\n", os.path.join(ADVISOR_DIR, "runner", "controller.py"))
+    assert ns["script"]() is True and ns["script_via_runner"]() is True
+    assert ns["trainer"]() is False and ns["controller"]() is False
+    assert SiteFinder(str(tmp_path), extra_skip=(os.path.dirname(torch.__file__),)).is_script_code(
+        os.path.join(os.path.dirname(torch.__file__), "amp", "grad_scaler.py")) is False

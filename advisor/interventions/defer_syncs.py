@@ -9,8 +9,8 @@ ahead as it would with ``running_loss += loss.detach()``. Values are bit-identic
 ``Deferred`` cannot stand in for (``json.dumps``, ``torch.tensor(x)``) raises, and the
 trial is rejected with that error.
 
-Only calls whose caller is the script's code are deferred: torch, other libraries and
-advisor get the plain number, as they expect. Bool, complex and non-scalar tensors, CPU
+Only calls whose caller is the script's code are deferred: torch, installed packages
+(site-packages) and advisor get the plain number, as they expect. Bool, complex and non-scalar tensors, CPU
 tensors, and calls while a CUDA graph is captured or under torch.compile are untouched.
 """
 
@@ -46,17 +46,18 @@ def not_applicable(config, environment, params):
     return None
 
 
-def _user_caller(is_library) -> bool:
-    """Was .item() called by the user's code? The runner may wrap .item() too: its wrapper's
-    frame is skipped, no other advisor frame (advisor's own calls get plain numbers)."""
+def _user_caller(is_script_code) -> bool:
+    """Was .item() called by the script's own code (not torch, not an installed package such
+    as a trainer or metrics library, not advisor)? The runner may wrap .item() too: its
+    wrapper's frame is skipped, no other advisor frame (advisor's own calls get numbers)."""
     f = sys._getframe(2)
     while f is not None and f.f_code.co_name == "item" and f.f_code.co_filename.startswith(_ADVISOR):
         f = f.f_back
-    return f is not None and not is_library(f.f_code.co_filename)
+    return f is not None and is_script_code(f.f_code.co_filename)
 
 
 def apply(params) -> None:
-    is_library = SiteFinder(os.getcwd(), extra_skip=(os.path.dirname(torch.__file__),))._is_library
+    is_script_code = SiteFinder(os.getcwd(), extra_skip=(os.path.dirname(torch.__file__),)).is_script_code
     seq = itertools.count()
 
     def make(orig):
@@ -64,7 +65,7 @@ def apply(params) -> None:
             if (not self.is_cuda or self.dtype not in _KINDS or self.numel() != 1
                     or type(self) not in (torch.Tensor, torch.nn.Parameter)
                     or torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing()
-                    or not _user_caller(is_library)):
+                    or not _user_caller(is_script_code)):
                 return orig(self)
             host = torch.empty(self.shape, dtype=self.dtype, pin_memory=True)
             host.copy_(self.detach(), non_blocking=True)

@@ -94,6 +94,13 @@ class SiteFinder:
         self._cache[filename] = res
         return res
 
+    def is_script_code(self, filename: str) -> bool:
+        """The user's own code: neither a library in the sense above (advisor, torch, the
+        standard library) nor an installed package (a trainer or metrics library in
+        site-packages, which expects what torch returns)."""
+        return not self._is_library(filename) and "site-packages" not in filename \
+            and "dist-packages" not in filename
+
     def display(self, filename: str) -> str:
         real = os.path.abspath(filename)
         cwd = self.cwd + os.sep

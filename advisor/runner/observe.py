@@ -226,10 +226,11 @@ class Observer:
         return False
 
     def on_item(self, caller, step: int, on_device: bool) -> None:
-        """An ``.item()`` called by the user's code (not by a library, e.g. a GradScaler),
-        counted per call site, with the steps they span for a per-step figure; a site is a
-        sync when it read a device tensor."""
-        if self._items_seen >= 1000 or self.sites._is_library(caller.f_code.co_filename):
+        """An ``.item()`` called by the script's own code (not torch's GradScaler, not an
+        installed trainer: defer-syncs would not defer those), counted per call site, with
+        the steps they span for a per-step figure; a site is a sync when it read a device
+        tensor."""
+        if self._items_seen >= 1000 or not self.sites.is_script_code(caller.f_code.co_filename):
             return
         self._items_seen += 1
         where = f"{self.sites.display(caller.f_code.co_filename)}:{caller.f_lineno}"
