@@ -164,3 +164,22 @@ def test_only_the_scripts_own_calls_are_deferred(tmp_path):
     assert ns["trainer"]() is False and ns["controller"]() is False
     assert SiteFinder(str(tmp_path), extra_skip=(os.path.dirname(torch.__file__),)).is_script_code(
         os.path.join(os.path.dirname(torch.__file__), "amp", "grad_scaler.py")) is False
+
+
+def test_common_consumers_take_it(tmp_path):
+    """What training scripts do with a loss value: statistics, numpy, logging, TensorBoard."""
+    import logging
+    import statistics
+
+    import numpy as np
+    from torch.utils.tensorboard import SummaryWriter
+
+    a, _ = item(0.125)
+    b, _ = item(0.5)
+    i, _ = item(3)
+    assert statistics.mean([a, b]) == statistics.mean([0.125, 0.5]) and type(statistics.mean([a, b])) is float
+    assert statistics.mean([i, 4]) == 3.5 and statistics.median([a, b, i]) == 0.5
+    assert float(np.mean([a, b])) == 0.3125 and np.array([a, b], dtype=float).tolist() == [0.125, 0.5]
+    logging.getLogger("t").warning("loss %.4f", a)
+    with SummaryWriter(str(tmp_path / "tb")) as w:
+        w.add_scalar("loss", b, 1)

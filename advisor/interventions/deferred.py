@@ -26,6 +26,13 @@ MAX_DEPTH = 64
 class Deferred:
     __slots__ = ("_fn", "_value", "_depth", "_events")
 
+    def __new__(cls, fn=None, depth: int | None = None, events: dict | None = None):
+        if depth is None:
+            # Deferred(x), as code that converts with type(x)(value) does (statistics.mean):
+            # the plain number, as the eager float or int would have given.
+            return int(fn) if isinstance(fn, numbers.Rational) and fn.denominator == 1 else float(fn)
+        return super().__new__(cls)
+
     def __init__(self, fn, depth: int, events: dict):
         self._fn = fn            # () -> the number; None once evaluated
         self._value = None
