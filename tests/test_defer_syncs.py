@@ -183,3 +183,19 @@ def test_common_consumers_take_it(tmp_path):
     logging.getLogger("t").warning("loss %.4f", a)
     with SummaryWriter(str(tmp_path / "tb")) as w:
         w.add_scalar("loss", b, 1)
+
+
+def test_kept_values_are_read_once_their_copies_land():
+    """losses.append(loss.item()) every step, read at the end: each new value first reads the
+    landed older ones (no wait), so buffers and events do not pile up."""
+    deferred._pending.clear()
+    losses, events = [], []
+    for i in range(100):
+        d, ev = item(float(i))
+        losses.append(d)
+        events.append(ev)
+        if i >= 2:
+            events[i - 2].landed = True   # the GPU runs two steps behind
+    assert len(deferred._pending) <= 3
+    assert all(d._fn is None for d in losses[:97]) and sum(e.waits for e in events) == 0
+    assert sum(losses) == float(sum(range(100)))

@@ -17,14 +17,16 @@ latest, so memory and recursion stay bounded however long the script runs.
 
 from __future__ import annotations
 
+import collections
 import numbers
 import operator
+import weakref
 
 MAX_DEPTH = 64
 
 
 class Deferred:
-    __slots__ = ("_fn", "_value", "_depth", "_events")
+    __slots__ = ("_fn", "_value", "_depth", "_events", "__weakref__")
 
     def __new__(cls, fn=None, depth: int | None = None, events: dict | None = None):
         if depth is None:
@@ -53,12 +55,28 @@ class Deferred:
         return all(ev.query() for _, ev in self._events.values())
 
 
+# Leaves not read yet, oldest first. A script that keeps every loss (losses.append(x.item()))
+# and reads none would hold a pinned buffer and an event per step: each new leaf first reads
+# the oldest ones whose copies have landed (no wait), so only those in flight stay pending.
+_pending: collections.deque = collections.deque()
+
+
 def leaf(read, event, stream_key, seq: int) -> Deferred:
     """The value ``read()`` returns once ``event`` (recorded after its copy) has completed."""
+    while _pending:
+        old = _pending[0]()
+        if old is not None and old._fn is not None:
+            if not old._landed():
+                break
+            old.value()
+        _pending.popleft()
+
     def fn():
         event.synchronize()
         return read()
-    return Deferred(fn, 0, {stream_key: (seq, event)})
+    d = Deferred(fn, 0, {stream_key: (seq, event)})
+    _pending.append(weakref.ref(d))
+    return d
 
 
 def _operand(x):
