@@ -49,6 +49,7 @@ class TrialContext:
     progress: object = None         # callable(str) for one-line progress
     stdout_to_stderr: bool = False  # --json: the script's output must not mix with advisor's
     started: float = field(default_factory=time.monotonic)
+    warm: object = None             # runner.parent.WarmChild started ahead for the next process
 
 
 def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> tuple[dict, dict | None, object]:
@@ -64,13 +65,25 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     spec["seed"] = 0
     if not profile:
         spec["profile_steps"] = 0
+    # The next process starts now and imports torch while this one runs (2-3 s a process);
+    # this one takes the process started during the previous run.
+    warm, ctx.warm = ctx.warm, _start_warm(spec.get("cwd"), ctx.stdout_to_stderr)
     child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
-                      stdout_to_stderr=ctx.stdout_to_stderr)
+                      stdout_to_stderr=ctx.stdout_to_stderr, warm=warm)
     if child.get("interrupted"):  # Ctrl-C reached the trial: stop the ladder, keep the rest
         raise KeyboardInterrupt
     analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])
     pipeline.merge_child_results(analysis, child)
     return child, analysis, model
+
+
+def _start_warm(cwd, stdout_to_stderr: bool):
+    from advisor.runner.parent import WarmChild
+
+    try:
+        return WarmChild(cwd, stdout_to_stderr)
+    except OSError:  # no FIFO here, or no process to be had: the next one starts cold
+        return None
 
 
 def _plus_one(gain: float | None) -> float | None:
@@ -85,6 +98,7 @@ def _describe(child: dict, analysis: dict | None, base: dict) -> dict:
         "batch_size": child.get("batch_size"),
         "steps_measured": len(measure.step_times(child)),
         "elapsed_s": child.get("elapsed_s"),
+        "started_warm": child.get("started_warm"),  # its process was started ahead (python, torch)
         "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
         "warmup_cost_s": measure.warmup_cost_s(child),
         "peak_memory_bytes": mem.get("max_allocated_bytes"),
@@ -99,7 +113,12 @@ def _describe(child: dict, analysis: dict | None, base: dict) -> dict:
 
 def run_trials(ctx: TrialContext) -> dict:
     """Run the ladder; returns {"noise", "threshold", "trials": [...], "stack": [...], "apart": [...]}."""
-    return _Ladder(ctx).run()
+    try:
+        return _Ladder(ctx).run()
+    finally:
+        if ctx.warm is not None:  # started for a process that will not come
+            ctx.warm.close()
+            ctx.warm = None
 
 
 class _Ladder:

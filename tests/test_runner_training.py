@@ -354,3 +354,35 @@ def test_the_loader_that_feeds_the_first_step_is_the_training_loader(tmp_path, c
     assert res["batch_size"] == 8 and res["batch_size_source"] == "dataloader"
     assert res["batches_per_epoch"] == 5 and len(res["step_times_ms"]) == 5
     assert res["config"]["dataloader"]["value"]["batch_size"] == 8
+
+
+def test_a_process_started_ahead_runs_the_script_as_a_fresh_one(tmp_path, capfd):
+    """Trials start the next process while one runs (python and torch imported, then it
+    waits for its spec): it runs the script with the same argv, __main__ and result."""
+    from advisor.runner.parent import WarmChild, run_child
+    from test_runner_support import spec_for
+
+    script = write(tmp_path / "train.py", """
+        import sys, torch
+        print("argv", sys.argv[1:], __name__, flush=True)
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for i in range(10000):
+            model(torch.randn(8, 4)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    """)
+    results = []
+    for warm in (None, WarmChild(str(tmp_path))):
+        spec = spec_for(script, ["train.py", "--x", "1"], str(tmp_path), str(tmp_path / f"run{len(results)}"),
+                        warmup_steps=2, profile_steps=1, measure_steps=3)
+        results.append(run_child(spec, timeout=120, step_timeout=60, warm=warm))
+    cold, warm_res = results
+    assert cold["status"] == warm_res["status"] == "complete", (cold["incomplete_reasons"], warm_res["incomplete_reasons"])
+    assert (cold["started_warm"], warm_res["started_warm"]) == (False, True)
+    assert cold["steps_seen"] == warm_res["steps_seen"]
+    assert capfd.readouterr().out.count("argv ['--x', '1'] __main__") == 2
+
+    spare = WarmChild(str(tmp_path))  # started for a process that never comes: closed, gone
+    spare.close()
+    assert spare.proc.poll() is not None and not os.path.exists(spare.dir)

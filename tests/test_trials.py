@@ -53,6 +53,10 @@ def test_input_bound_script_gets_an_accepted_worker_fix(slow_run):
     assert best["steps_measured"] == 8 and best["traces"]
     assert (tmp / "run" / best["traces"][0]).is_file()  # every trial has its own trace in tb/
     assert summary["stack"][0]["name"] == "dataloader-workers"
+    # every process after the first was started ahead, during the one before it
+    ran = [t for t in doc["trials"] if "started_warm" in t]
+    assert ran[0]["started_warm"] is False and all(t["started_warm"] for t in ran[1:]), \
+        [(t["name"], t["started_warm"]) for t in ran]
 
 
 def test_patch_applies_and_has_the_effect(slow_run):

@@ -22,6 +22,13 @@ def _main() -> None:
     if not sys.flags.safe_path and sys.path and os.path.realpath(sys.path[0] or ".") == here:
         sys.path.pop(0)
 
+    if sys.argv[1] == "--wait":
+        # A process started ahead of its trial (parent.WarmChild): torch is imported while
+        # the previous trial runs, then the spec's path comes through the FIFO. The script
+        # would have had torch imported before it starts here anyway (session.install).
+        import torch  # noqa: F401
+        with open(sys.argv[2], encoding="utf-8") as fifo:
+            sys.argv[1:] = [fifo.readline().strip()]
     with open(sys.argv[1], encoding="utf-8") as f:
         spec = json.load(f)
 

@@ -21,6 +21,56 @@ _STARTUP_S = 60.0      # allowance for the child's start-up (torch import) befor
 _PY_SUFFIXES = (".py", ".pyw")
 
 
+# ---------------------------------------------------------------------- a process started ahead
+class WarmChild:
+    """A child process started before its spec exists: python starts and imports torch (2-3 s
+    a process on an H100 host) while the previous trial runs, then waits on a FIFO for the
+    spec's path (bootstrap.py --wait). Same interpreter, cwd, environment and session as
+    run_child's own; stdin is the terminal's, as there."""
+
+    def __init__(self, cwd: str | None, stdout_to_stderr: bool = False):
+        import tempfile
+
+        self.cwd, self.stdout_to_stderr = cwd, stdout_to_stderr
+        self.dir = tempfile.mkdtemp(prefix="advisor-warm-")
+        self.fifo = os.path.join(self.dir, "spec")
+        os.mkfifo(self.fifo)
+        self.proc = subprocess.Popen([sys.executable, BOOTSTRAP, "--wait", self.fifo], cwd=cwd or None,
+                                     start_new_session=True,
+                                     stdout=sys.stderr.fileno() if stdout_to_stderr else None)
+
+    def fits(self, cwd: str | None, stdout_to_stderr: bool) -> bool:
+        return self.proc.poll() is None and (cwd or None) == (self.cwd or None) \
+            and stdout_to_stderr == self.stdout_to_stderr
+
+    def go(self, spec_path: str, wait_s: float = 120.0) -> subprocess.Popen | None:
+        """Hand the spec over; None when the process died or never opened its end."""
+        deadline = time.monotonic() + wait_s
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            try:
+                fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)  # fails until the reader is there
+            except OSError:
+                time.sleep(0.02)
+                continue
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(spec_path + "\n")
+            self._remove_dir()
+            return self.proc
+        self.close()
+        return None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            _kill_group(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self._remove_dir()
+
+    def _remove_dir(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 # ---------------------------------------------------------------------- validation
 def validate_script(path) -> str | None:
     """One-line error when `path` cannot be run as a Python script, else None."""
@@ -108,7 +158,7 @@ def _kill_group(pgid: int, sig: int) -> None:
 
 
 def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=None,
-              grace: float = GRACE_S, stdout_to_stderr: bool = False) -> dict:
+              grace: float = GRACE_S, stdout_to_stderr: bool = False, warm: WarmChild | None = None) -> dict:
     """Run spec["script"] under advisor in a child process; see internals.md §1 and §4.
 
     Returns child.json's content plus ``status`` ("complete" | "incomplete"),
@@ -136,8 +186,13 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     t0 = time.monotonic()
     # stdout_to_stderr: `--json` keeps stdout for advisor's JSON alone; the script's prints
     # still reach the terminal, on stderr.
-    proc = subprocess.Popen(cmd, cwd=spec.get("cwd") or None, start_new_session=True,
-                            stdout=sys.stderr.fileno() if stdout_to_stderr else None)
+    proc = warm.go(spec_path) if warm is not None and warm.fits(spec.get("cwd"), stdout_to_stderr) else None
+    started_warm = proc is not None
+    if proc is None:
+        if warm is not None:
+            warm.close()
+        proc = subprocess.Popen(cmd, cwd=spec.get("cwd") or None, start_new_session=True,
+                                stdout=sys.stderr.fileno() if stdout_to_stderr else None)
     pgid = proc.pid  # a new session: the child leads its own process group
 
     signals = {"int": 0}
@@ -238,6 +293,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     result["exit"] = ex
     result["interrupted"] = interrupted
     result["elapsed_s"] = round(time.monotonic() - t0, 3)
+    result["started_warm"] = started_warm
     reasons = _reasons(result, total, kill_reason, interrupted, missing)
     result["status"] = "incomplete" if reasons else "complete"
     result["incomplete_reasons"] = reasons
