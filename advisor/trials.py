@@ -65,7 +65,7 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     spec["seed"] = 0
     if not profile:
         spec["profile_steps"] = 0
-    # The next process starts now and imports torch while this one runs (2-3 s a process);
+    # The next process starts now and imports torch while this one runs (~1 s a process);
     # this one takes the process started during the previous run.
     warm, ctx.warm = ctx.warm, _start_warm(spec.get("cwd"), ctx.stdout_to_stderr)
     child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,

@@ -23,8 +23,8 @@ _PY_SUFFIXES = (".py", ".pyw")
 
 # ---------------------------------------------------------------------- a process started ahead
 class WarmChild:
-    """A child process started before its spec exists: python starts and imports torch (2-3 s
-    a process on an H100 host) while the previous trial runs, then waits on a FIFO for the
+    """A child process started before its spec exists: python starts and imports torch (1 s
+    a process on the 2-core CI machine) while the previous trial runs, then waits on a FIFO for the
     spec's path (bootstrap.py --wait). Same interpreter, cwd, environment and session as
     run_child's own; stdin is the terminal's, as there."""
 
