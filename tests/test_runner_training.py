@@ -386,3 +386,34 @@ def test_a_process_started_ahead_runs_the_script_as_a_fresh_one(tmp_path, capfd)
     spare = WarmChild(str(tmp_path))  # started for a process that never comes: closed, gone
     spare.close()
     assert spare.proc.poll() is not None and not os.path.exists(spare.dir)
+
+
+def test_a_process_started_ahead_ends_when_advisor_is_gone(tmp_path):
+    """Killed advisor: the process it started ahead does not wait for a spec forever."""
+    import subprocess
+    import sys
+    import time
+
+    from test_runner_support import REPO
+
+    code = ("import sys, time; sys.path.insert(0, %r)\n"
+            "from advisor.runner.parent import WarmChild\n"
+            "w = WarmChild(%r); print(w.proc.pid, flush=True); time.sleep(60)\n") % (REPO, str(tmp_path))
+    advisor_proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pid = int(advisor_proc.stdout.readline())
+    time.sleep(3)                       # it imports torch and waits on its FIFO
+    advisor_proc.kill()
+    advisor_proc.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{pid}/stat") as f:  # reaped by init, or a zombie of nobody
+            if f.read().split()[2] == "Z":
+                break
+        time.sleep(0.2)
+    else:
+        os.kill(pid, 9)
+        raise AssertionError("the process started ahead outlived advisor")
