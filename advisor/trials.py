@@ -82,7 +82,7 @@ def _start_warm(cwd, stdout_to_stderr: bool):
 
     try:
         return WarmChild(cwd, stdout_to_stderr)
-    except OSError:  # no FIFO here, or no process to be had: the next one starts cold
+    except (OSError, AttributeError):  # no FIFO here (os.mkfifo), or no process: it starts cold
         return None
 
 
