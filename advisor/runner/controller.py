@@ -360,8 +360,8 @@ class Controller:
             self._done()
 
     def _enter_profile(self) -> None:
-        """Phase ranges back on, and the profiler started with one warmup step (more for a
-        compiled model whose hooks had to go: see _enter_measure)."""
+        """Phase ranges back on, and the profiler started with one warmup step (one more for
+        a compiled model, as the window had: see _enter_measure)."""
         if self.hooks is not None and not self.hooks.loop_active:
             self.hooks._install_loop_hooks()
         self.phase = "profile"
@@ -372,19 +372,16 @@ class Controller:
     def _enter_measure(self) -> None:
         self.phase = "measure"
         # A compiled model keeps the loop hooks in place, switched off (Hooks.remove_loop_hooks):
-        # no recompile, so one settle step (CUDA graph trees may still record) instead of 3.
-        compiled = settle_steps() > 0
-        self._settle_n = 1 if compiled and self.hooks is not None else settle_steps()
+        # taking them away recompiled it (one such step took 808 ms inside a window of 4 ms
+        # steps on an H100). Its settle step lets CUDA graph trees finish recording untimed.
+        self._settle_n = settle_steps()
         if self.hooks is not None:
-            self.hooks.remove_loop_hooks(keep_installed=compiled)
+            self.hooks.remove_loop_hooks(keep_installed=self._settle_n > 0)
         if self.observer is not None:
             self.observer.snapshot_backends()
         self.save()
         self.progress("measuring", self.steps_seen)
         self.data_acc = 0.0
-        # Removing the loop hooks changes torch.compile's guards: a compiled model would
-        # recompile (and re-record its CUDA graphs) in the next steps; one such step took
-        # 808 ms inside a window of 4 ms steps on an H100. Let those steps pass untimed.
         self.settle = self._settle_n
         self._t_warm = perf_counter()
         if not self.settle:

@@ -88,10 +88,11 @@ class Window:
 
 def settle_steps() -> int:
     """Untimed steps before the window when torch.compile has compiled anything in this
-    process: a recompile, then CUDA graph trees' warm-up and recording runs."""
+    process: one, in which CUDA graph trees may still be recording (the runner's hooks stay
+    in place for a compiled model, so nothing recompiles; see Controller._enter_measure)."""
     try:
         from torch._dynamo.utils import counters
 
-        return 3 if counters["stats"]["unique_graphs"] else 0
+        return 1 if counters["stats"]["unique_graphs"] else 0
     except Exception:
         return 0
