@@ -159,12 +159,16 @@ class PatchContext:
             if required:
                 raise SkipFix(f"no {key!r} site was observed in the run's config")
             return None
-        path, _, line = str(where).rpartition(":")
+        return self.locate(str(where), f"the {key!r} site")
+
+    def locate(self, where: str, what: str = "the site") -> tuple[SourceFile, int]:
+        """(file, line) of an observed "path:LINE"; SkipFix when it cannot be read or found."""
+        path, _, line = where.rpartition(":")
         if not path or not line.strip().isdigit():
-            raise SkipFix(f"cannot read the {key!r} site {where!r}")
+            raise SkipFix(f"cannot read {what} {where!r}")
         resolved = self._resolve_path(path)
         if resolved is None:
-            raise SkipFix(f"the {key!r} site {where} is not a file found from {self.cwd} or {os.path.dirname(self.script)}")
+            raise SkipFix(f"{what} {where} is not a file found from {self.cwd} or {os.path.dirname(self.script)}")
         return self.file(resolved), int(line)
 
     def _resolve_path(self, path: str) -> str | None:

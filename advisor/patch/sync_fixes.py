@@ -29,12 +29,11 @@ def defer_syncs(ctx: PatchContext, fix: dict, p: dict) -> dict:
         raise SkipFix("no .item() on a device tensor was observed in the script's code")
     done: list[str] = []
     for where in device_sites:
-        path, _, line = where.rpartition(":")
-        resolved = ctx._resolve_path(path) if line.isdigit() else None
-        if resolved is None:
+        try:
+            f, line = ctx.locate(where, "the .item() site")
+        except SkipFix:  # a site outside the editable files: the others are still edited
             continue
-        f = ctx.file(resolved)
-        for call in f.calls_at(int(line), _is_item_call):
+        for call in f.calls_at(line, _is_item_call):
             ctx.on_node(f, call, _detach)
             done.append(location(f, f.line_of(call)))
     if not done:
