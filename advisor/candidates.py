@@ -25,14 +25,22 @@ class Candidate:
     # "skipped": cannot apply to the script; "failed": crashed (a dataset preloaded on the
     # device that runs it out of memory); "rejected": not faster, or numerics.
     fallback_when: tuple[str, ...] = ("skipped", "failed")
+    members: list["Candidate"] = field(default_factory=list)  # a bundle: fixes trialled as one rung
 
     @property
     def key(self) -> str:
+        if self.members:
+            return " + ".join(m.key for m in self.members)
         extra = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()) if not k.startswith("_"))
         return f"{self.name}({extra})" if extra else self.name
 
-    def as_spec(self) -> dict:
-        return {"name": self.name, "params": dict(self.params)}
+    @property
+    def parts(self) -> list["Candidate"]:
+        """The fixes this rung applies: a bundle's members, else itself."""
+        return list(self.members) or [self]
+
+    def as_specs(self) -> list[dict]:
+        return [{"name": p.name, "params": dict(p.params)} for p in self.parts]
 
 
 def expand(fix: dict, origin: str | None, gain: float | None, environment: dict) -> list[Candidate]:

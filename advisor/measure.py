@@ -122,3 +122,29 @@ def numerics_verdict(trial_losses: list, base_losses: list, changes_numerics: bo
     if len(t) >= 8 and end > 2.0 * max(start, 1e-6) and (not b or end > 2.0 * max(statistics.fmean(b[-k:]), 1e-6)):
         return f"loss diverged: {start:.4g} → {end:.4g}"
     return None
+
+
+def plus_one(gain: float | None) -> float | None:
+    return None if gain is None else 1.0 + gain
+
+
+def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
+    """A trial record's figures: its timing, memory and cost, and its trace's breakdown."""
+    mem = child.get("memory") or {}
+    return {
+        "step_time_ms": step_ms(child),
+        "samples_per_s": samples_per_s(child),
+        "batch_size": child.get("batch_size"),
+        "steps_measured": len(step_times(child)),
+        "elapsed_s": child.get("elapsed_s"),
+        "started_warm": child.get("started_warm"),  # its process was started ahead (python, torch)
+        "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
+        "warmup_cost_s": warmup_cost_s(child),
+        "peak_memory_bytes": mem.get("max_allocated_bytes"),
+        "speedup_vs_baseline": plus_one(throughput_gain(child, base)),
+        "losses": child.get("losses") or [],
+        "traces": child.get("trace_files") or [],
+        "breakdown": (analysis or {}).get("breakdown"),
+        "profiled_step_time_ms": (analysis or {}).get("step_time_ms"),
+        "kernel_time_by_class": (analysis or {}).get("kernel_time_by_class"),
+    }

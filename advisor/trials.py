@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor import interventions, measure, pipeline
+from advisor import interventions, measure, pipeline, rungs
 from advisor.candidates import Candidate, candidates_from_findings
 from advisor.verdicts import judge, regime_noise, regroup, relative, retime_reference
 
@@ -28,8 +28,6 @@ TIE_REASON = {"dataloader-workers": "with more headroom"}
 CONFIRM_ROUNDS = 2
 # A fix rejected as not faster is tried again when the kept stack has become this much faster.
 RETRY_SPEEDUP = 1.5
-# A fix that may need another to pay: tried next after the first is rejected (_Ladder._pair).
-PAIRS = {"amp": "channels-last"}
 
 
 @dataclass
@@ -59,7 +57,7 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     trial_dir = ctx.run_dir / "trials" / name
     trial_dir.mkdir(parents=True, exist_ok=True)
     spec = pipeline.make_spec(ctx.script, ctx.script_args, trial_dir, ctx.opts,
-                              interventions=[*ctx.applied, *(c.as_spec() for c in stack)], run_name=name)
+                              interventions=[*ctx.applied, *(s for c in stack for s in c.as_specs())], run_name=name)
     spec["tb_dir"] = str(ctx.run_dir / "tb")
     spec["sandbox_writes"] = True
     spec["seed"] = 0
@@ -84,31 +82,6 @@ def _start_warm(cwd, stdout_to_stderr: bool):
         return WarmChild(cwd, stdout_to_stderr)
     except (OSError, AttributeError):  # no FIFO here (os.mkfifo), or no process: it starts cold
         return None
-
-
-def _plus_one(gain: float | None) -> float | None:
-    return None if gain is None else 1.0 + gain
-
-
-def _describe(child: dict, analysis: dict | None, base: dict) -> dict:
-    mem = child.get("memory") or {}
-    return {
-        "step_time_ms": measure.step_ms(child),
-        "samples_per_s": measure.samples_per_s(child),
-        "batch_size": child.get("batch_size"),
-        "steps_measured": len(measure.step_times(child)),
-        "elapsed_s": child.get("elapsed_s"),
-        "started_warm": child.get("started_warm"),  # its process was started ahead (python, torch)
-        "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
-        "warmup_cost_s": measure.warmup_cost_s(child),
-        "peak_memory_bytes": mem.get("max_allocated_bytes"),
-        "speedup_vs_baseline": _plus_one(measure.throughput_gain(child, base)),
-        "losses": child.get("losses") or [],
-        "traces": child.get("trace_files") or [],
-        "breakdown": (analysis or {}).get("breakdown"),
-        "profiled_step_time_ms": (analysis or {}).get("step_time_ms"),
-        "kernel_time_by_class": (analysis or {}).get("kernel_time_by_class"),
-    }
 
 
 def run_trials(ctx: TrialContext) -> dict:
@@ -148,7 +121,6 @@ class _Ladder:
         # ladder rejected defer-syncs twice while loader-bound, then never tried it again).
         self.slow: dict[str, float] = {}
         self.retried: set[str] = set()
-        self.paired: dict[str, Candidate] = {}   # partner fix -> the fix to try again once it is kept
         self.n = 0
 
     def _process(self, name: str, stack: list[Candidate], profile: bool = True):
@@ -167,12 +139,19 @@ class _Ladder:
                 cand = self.queue.pop(0)
                 # A fix already kept is not stacked again, whatever its parameters: its group
                 # competed already (compile default on top of reduce-overhead compiled twice).
-                if cand.key in self.tried or cand.name in {a["name"] for a in self.ctx.applied} \
-                        or cand.name in {c.name for c in self.stack}:
+                if cand.key in self.tried or cand.name in self._kept():
+                    continue
+                partner = rungs.partner_first(cand, self.queue, self.ref_config, self._done())
+                if partner is not None:
+                    self.say(f"{cand.key} pays on NCHW convolutions only in {partner.name}: trying {partner.key} first")
+                    self.queue[:0] = [partner, cand]
                     continue
                 self.tried.add(cand.key)
                 if cand.name in APART:
                     self.result["apart"].append(cand)
+                    continue
+                cand = self._bundle(cand)
+                if cand is None:
                     continue
                 self._trial(cand)
                 if cand.group and cand.group in self.pending and not any(c.group == cand.group for c in self.queue):
@@ -183,6 +162,34 @@ class _Ladder:
         except KeyboardInterrupt:
             self.result["interrupted"] = True  # result["stack"] holds what was committed so far
         return self.result
+
+    def _kept(self) -> set[str]:
+        return {a["name"] for a in self.ctx.applied} | {p.name for c in self.stack for p in c.parts}
+
+    def _done(self) -> set[str]:
+        return self.tried | self._kept()
+
+    def _bundle(self, cand: Candidate) -> Candidate | None:
+        """cand, or one rung with every small safe fix queued beside it (rungs.BUNDLED); members
+        that cannot apply to the script are recorded as skipped and left out."""
+        members, self.queue = rungs.take_bundle(cand, self.queue, self._done())
+        if len(members) == 1:
+            return cand
+        applicable = []
+        for m in members:
+            self.tried.add(m.key)
+            why = interventions.get(m.name).not_applicable(self.ref_config, self.ctx.environment, m.params)
+            if why:
+                self.trials.append({"name": m.key, "fix": m.name, "params": m.params, "status": "skipped",
+                                    "reason": why, "origin": m.origin, "interventions": []})
+            else:
+                applicable.append(m)
+        if not applicable:
+            return None
+        rung = rungs.bundle(applicable)
+        if rung.members:
+            self.say(f"{rung.key}: small safe fixes, trialled together (each alone is likely inside the noise)")
+        return rung
 
     def _apart_all(self, cands: list[Candidate]) -> list[dict]:
         """Batch-size factors in ascending order; a larger one only when the smaller one was
@@ -212,7 +219,7 @@ class _Ladder:
             child, analysis, _ = self._process(name, [*self.stack, cand])
             rec = {"name": name, "fix": cand.name, "params": cand.params, "changes_numerics": True,
                    "description": mod.describe(cand.params), "interventions": [c.key for c in [*self.stack, cand]],
-                   "apart": True, **_describe(child, analysis, self.base)}
+                   "apart": True, **measure.trial_figures(child, analysis, self.base)}
             status, reason, gain, _used = judge([child], self.ref_runs, self.loss_ref, self.noise, True)
             rec["status"] = "measured" if status in ("accepted", "unsure") else status
             rec["gain_vs_previous"] = gain
@@ -235,7 +242,7 @@ class _Ladder:
         self.result.update(noise=self.noise, threshold=threshold)
         self.trials.append({"name": "00-baseline-repeat", "fix": "baseline (repeat)", "status": "reference",
                             "reason": f"run-to-run noise {self.noise:.1%}; one run against one is accepted above {threshold:.1%}",
-                            "interventions": [], **_describe(repeat, None, self.base)})
+                            "interventions": [], **measure.trial_figures(repeat, None, self.base)})
 
     def _trial(self, cand: Candidate) -> None:
         ctx = self.ctx
@@ -243,7 +250,7 @@ class _Ladder:
             self.trials.append({"name": cand.key, "fix": cand.name, "status": "not run",
                                 "reason": "trial budget spent", "interventions": []})
             return
-        mod = interventions.get(cand.name)
+        mod = rungs.module_for(cand)
         why = mod.not_applicable(self.ref_config, ctx.environment, cand.params)
         if why:
             self.trials.append({"name": cand.key, "fix": cand.name, "params": cand.params, "status": "skipped",
@@ -258,13 +265,15 @@ class _Ladder:
         runs = [child]
         rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
                "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,
-               "interventions": [c.key for c in [*self.stack, cand]], **_describe(child, analysis, self.base)}
+               "interventions": [c.key for c in [*self.stack, cand]], **measure.trial_figures(child, analysis, self.base)}
+        if cand.members:
+            rec["members"] = [m.key for m in cand.members]
         status, reason, gain, used = self._confirm(name, cand, runs, mod.CHANGES_NUMERICS)
         rec.update(status=status, reason=reason, gain_vs_previous=gain, threshold=used,
                    runs=len(runs), reference_runs=len(self.ref_runs), noise_at_verdict=self.noise)
         if len(runs) > 1:
             rec["step_time_ms"] = statistics.fmean(measure.step_ms(r) for r in runs)
-            rec["speedup_vs_baseline"] = _plus_one(measure.pooled_gain(runs, self.groups[0]))
+            rec["speedup_vs_baseline"] = measure.plus_one(measure.pooled_gain(runs, self.groups[0]))
             if rec.get("batch_size"):
                 rec["samples_per_s"] = rec["batch_size"] * 1000.0 / rec["step_time_ms"]
         self.trials.append(rec)
@@ -274,30 +283,12 @@ class _Ladder:
             else:
                 self._compete(cand, runs, analysis, model, rec, used)
         elif rec["status"] == "rejected" and not rec["reason"].startswith("numerics"):
-            self.slow[cand.key] = self._ref_ms()
+            for part in cand.parts:  # a bundle's members come back one by one from the rules
+                self.slow[part.key] = self._ref_ms()
             self._learn(child, analysis, model, name)
-            self._pair(cand)
         self._fall_back(cand, rec["status"])
-        if cand.key in self.retried:
+        if any(p.key in self.retried for p in cand.parts):
             rec["reason"] += " (tried again after the stack changed)"
-
-    def _pair(self, cand: Candidate) -> None:
-        """Reduced precision needs its partner layout: bf16/fp16 convolutions run on Tensor
-        Cores in NHWC, so AMP on an NCHW conv net pays for transposes around every conv and
-        may measure slower alone. After AMP is rejected on such a model, channels_last is
-        tried next, and AMP again once channels_last is kept (PAIRS). On an H100 the same
-        fixes kept both when channels_last happened to come first (+40.7%, then AMP +23.4%)
-        and neither when AMP came alone (-10.7% eager, -0.3% compiled), where the rules saw
-        no transposes in the compiled trace to propose channels_last."""
-        partner = PAIRS.get(cand.name)
-        params = (self.ref_config.get("parameters") or {}).get("value") or {}
-        if partner is None or params.get("conv_memory_format") != "contiguous" \
-                or partner in {c.name for c in [*self.stack, *self.queue]} \
-                or any(k.startswith(partner) for k in self.tried):
-            return
-        self.say(f"{cand.key} did not pay on NCHW convolutions: trying {partner} next, then {cand.key} again")
-        self.queue.insert(0, Candidate(partner, {}, origin=f"pairs with {cand.name}", est_gain_ms=cand.est_gain_ms))
-        self.paired[partner] = cand
 
     def _fall_back(self, cand: Candidate, status: str) -> None:
         """The candidate's fallback runs next when the verdict is one it falls back on
@@ -312,7 +303,7 @@ class _Ladder:
         What the rules find in the rejected trial's trace joins the queue; the rejected fix
         is retried once the stack is RETRY_SPEEDUP times faster (_commit)."""
         queued = {q.key for q in self.queue} | {c.key for c in self.stack}
-        found = [c for c in _requeue([], child, analysis, model, self.ctx, self.tried) if c.key not in queued]
+        found = [c for c in rungs.requeue([], child, analysis, model, self.ctx, self.tried) if c.key not in queued]
         if found:
             self.say(f"trial {name}'s trace points at {', '.join(sorted({c.name for c in found}))}: queued")
             self.queue = sorted(self.queue + found, key=lambda c: -(c.est_gain_ms or 0.0))
@@ -322,7 +313,10 @@ class _Ladder:
         trial again, alternately, so that slow drift of the host hits both alike. A reference
         timed once (a kept fix's own run) is first timed again alone when the verdict could
         turn on it (verdicts.retime_reference): confirm on demand."""
-        verdict = judge(runs, self.ref_runs, self.loss_ref, self.noise, changes_numerics, cand.name)
+        def verdict_now():
+            return judge(runs, self.ref_runs, self.loss_ref, self.noise, changes_numerics, [p.name for p in cand.parts])
+
+        verdict = verdict_now()
         measured = regime_noise(self.groups, self.ref_runs) is not None
         if len(self.ref_runs) == 1 and retime_reference(verdict[0], verdict[2], verdict[3], measured) \
                 and not _out_of_budget(self.ctx):
@@ -332,7 +326,7 @@ class _Ladder:
             if again_ref.get("status") == "complete":
                 self.ref_runs = [*self.ref_runs, again_ref]
                 self._pool(self.ref_runs)  # its pair now sets the noise of its regime
-            verdict = judge(runs, self.ref_runs, self.loss_ref, self.noise, changes_numerics, cand.name)
+            verdict = verdict_now()
         while verdict[0] == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not _out_of_budget(self.ctx):
             self.say(f"trial {name}: {verdict[1]}; timing the reference and the trial again")
             k = len(runs)
@@ -343,7 +337,7 @@ class _Ladder:
             if again.get("status") == "complete":
                 runs.append(again)
             self._pool(self.ref_runs, runs)
-            verdict = judge(runs, self.ref_runs, self.loss_ref, self.noise, changes_numerics, cand.name)
+            verdict = verdict_now()
         status, reason, gain, used = verdict
         if status == "unsure":
             status, reason = "rejected", reason + "; not confirmed"
@@ -363,7 +357,7 @@ class _Ladder:
 
     def _commit(self, cand, runs, analysis, model) -> None:
         self.stack.append(cand)
-        self.result["stack"] = [c.as_spec() for c in self.stack]
+        self.result["stack"] = [s for c in self.stack for s in c.as_specs()]
         # The kept fix's runs (one, unless it was confirmed) are the new reference as they
         # are: it is timed again only when a later verdict could turn on it (_confirm). A
         # repeat after every kept fix cost a process each, mostly after gains (+267%, +47%)
@@ -372,7 +366,7 @@ class _Ladder:
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
         now = self._ref_ms()
         retry = {k for k, at in self.slow.items() if now and at >= RETRY_SPEEDUP * now}
-        self.queue = _requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry)
+        self.queue = rungs.requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry)
         for c in self.queue:
             alt: Candidate | None = c
             while alt is not None:  # a fallback rejected as not faster is retried with its candidate
@@ -381,11 +375,6 @@ class _Ladder:
                     self.retried.add(alt.key)
                     self.slow[alt.key] = now  # once more only after the next such speed-up
                 alt = alt.fallback
-        waiting = self.paired.pop(cand.name, None)
-        if waiting is not None and waiting.name not in {c.name for c in self.stack}:
-            self.tried.discard(waiting.key)
-            self.retried.add(waiting.key)
-            self.queue = [waiting, *(c for c in self.queue if c.key != waiting.key)]
 
     def _ref_ms(self) -> float:
         times = [t for t in (measure.step_ms(r) for r in self.ref_runs) if t]
@@ -394,17 +383,3 @@ class _Ladder:
 
 def _out_of_budget(ctx: TrialContext) -> bool:
     return time.monotonic() - ctx.started > ctx.budget_s
-
-
-def _requeue(queue, child, analysis, model, ctx, tried) -> list[Candidate]:
-    """Re-run the rules on the new stack's trace: the queue becomes what they propose now,
-    by gain. A fix whose finding no longer fires has nothing left to fix (pinned copies once
-    the data lives on the GPU) and is dropped; --fix names stay queued."""
-    if analysis is None or model is None:
-        return queue
-    findings, _ = pipeline.run_findings(model, analysis, child.get("config") or {},
-                                        child.get("environment") or ctx.environment, ctx.opts.rules_dirs)
-    fresh = {c.key: c for c in candidates_from_findings(findings, ctx.environment, None) if c.key not in tried}
-    named = [q for q in queue if ctx.only and q.name in ctx.only and q.key not in fresh]
-    kept = [c for c in fresh.values() if ctx.only is None or c.name in ctx.only]
-    return sorted(kept + named, key=lambda c: -(c.est_gain_ms or 0.0))

@@ -10,16 +10,17 @@ from advisor.interventions._patch import NOT_APPLIED
 
 
 def judge(runs: list[dict], ref_runs: list[dict], loss_ref: dict, noise: float,
-          changes_numerics: bool, name: str | None = None) -> tuple[str, str, float | None, float | None]:
+          changes_numerics: bool, names: list[str] | None = None) -> tuple[str, str, float | None, float | None]:
     """(status, reason, gain, threshold used). status "unsure": a gain over 3% but inside
-    the noise of this comparison, which more runs could settle."""
+    the noise of this comparison, which more runs could settle. names: the fixes the trial
+    added; it is "skipped" when every one of them refused to apply in the child."""
     child = runs[0]
     if child.get("status") != "complete":
         return "failed", "; ".join(child.get("incomplete_reasons") or ["the trial did not finish"]), None, None
-    refused = [n.split(":", 2)[2].strip() for n in child.get("notes") or []
-               if n.startswith(f"{NOT_APPLIED} {name}:")] if name else []
-    if refused:
-        return "skipped", refused[0], None, None
+    refused = {name: n.split(":", 2)[2].strip() for name in names or [] for n in child.get("notes") or []
+               if n.startswith(f"{NOT_APPLIED} {name}:")}
+    if names and len(refused) == len(set(names)):
+        return "skipped", "; ".join(refused.values()), None, None
     for r in runs:
         bad = measure.numerics_verdict(r.get("losses") or [], loss_ref.get("losses") or [], changes_numerics)
         if bad:
@@ -28,7 +29,8 @@ def judge(runs: list[dict], ref_runs: list[dict], loss_ref: dict, noise: float,
     if gain is None:
         return "failed", "no steps were measured", None, None
     threshold = measure.acceptance_threshold(noise, len(ref_runs), len(runs))
-    over = f"{runs_text(runs, ref_runs)}, threshold {threshold:.1%}"
+    over = f"{runs_text(runs, ref_runs)}, threshold {threshold:.1%}" + \
+        "".join(f"; {name} did not apply: {why}" for name, why in refused.items())
     if gain >= threshold:
         return "accepted", f"{gain:+.1%} vs the previous stack ({over})", gain, threshold
     if gain >= measure.MIN_GAIN:

@@ -50,12 +50,12 @@ def _rec(result, prefix: str) -> dict:
 
 
 def test_a_kept_fix_with_a_large_gain_is_not_timed_again(tmp_path, monkeypatch):
-    speeds = {(): [101.0], ("set-to-none",): [50.0], ("set-to-none", "cudnn-benchmark"): [49.9]}
+    speeds = {(): [101.0], ("set-to-none",): [50.0], ("set-to-none", "channels-last"): [49.9]}
     result, calls, _ = ladder(tmp_path, monkeypatch, speeds,
-                              [_finding("set-to-none", 10.0), _finding("cudnn-benchmark", 5.0)])
+                              [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)])
     # +100% against a 3% threshold: the kept stack is not re-run; the next trial is judged
     # against its one run, and its -0.2% is far from any threshold
-    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark"]
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "02-channels-last"]
     assert result["processes"] == 4
     kept, nxt = _rec(result, "01-"), _rec(result, "02-")
     assert kept["status"] == "accepted" and kept["reference_runs"] == 2
@@ -75,20 +75,20 @@ def test_a_kept_fix_with_a_large_gain_is_not_timed_again(tmp_path, monkeypatch):
 def test_a_one_run_reference_is_timed_again_only_when_the_verdict_could_turn_on_it(
         tmp_path, monkeypatch, kept_ms, trial_ms, again, why):
     speeds = {(): [101.0], ("set-to-none",): [kept_ms, kept_ms * 1.005],
-              ("set-to-none", "cudnn-benchmark"): [trial_ms]}
+              ("set-to-none", "channels-last"): [trial_ms]}
     result, calls, lines = ladder(tmp_path, monkeypatch, speeds,
-                                  [_finding("set-to-none", 10.0), _finding("cudnn-benchmark", 5.0)])
+                                  [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)])
     names = [c[0] for c in calls]
     assert "01-set-to-none-repeat" not in names  # never a repeat right after a kept fix
     nxt = _rec(result, "02-")
     if again:
-        assert names == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark", "02-cudnn-benchmark-reference"], why
+        assert names == ["00-baseline-repeat", "01-set-to-none", "02-channels-last", "02-channels-last-reference"], why
         # timing-only, the kept stack alone
         assert calls[-1][1:] == (("set-to-none",), False)
         assert nxt["reference_runs"] == 2 and "1 run vs 2 of the reference" in nxt["reason"]
         assert any("the reference has one run" in line and "timing it again" in line for line in lines)
     else:
-        assert names == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark"], why
+        assert names == ["00-baseline-repeat", "01-set-to-none", "02-channels-last"], why
         assert nxt["reference_runs"] == 1 and "1 run vs 1 of the reference" in nxt["reason"]
     expect = "accepted" if trial_ms <= 0.97 * kept_ms else "rejected"
     assert nxt["status"] == expect
@@ -98,11 +98,11 @@ def test_an_unsure_verdict_on_another_regimes_noise_is_settled_by_the_reference_
     # The baseline pair spreads 25% (loader-bound); the kept stack runs 5x faster, where
     # nothing was timed twice: its +11% trial is "unsure" against a 50% threshold. Timing
     # the reference alone gives its regime a noise of its own (0.5%): accepted, no rounds.
-    speeds = {(): [125.0], ("set-to-none",): [20.0, 20.1], ("set-to-none", "cudnn-benchmark"): [18.0]}
+    speeds = {(): [125.0], ("set-to-none",): [20.0, 20.1], ("set-to-none", "channels-last"): [18.0]}
     result, calls, lines = ladder(tmp_path, monkeypatch, speeds,
-                                  [_finding("set-to-none", 10.0), _finding("cudnn-benchmark", 5.0)])
-    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark",
-                                     "02-cudnn-benchmark-reference"]
+                                  [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)])
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "02-channels-last",
+                                     "02-channels-last-reference"]
     nxt = _rec(result, "02-")
     assert nxt["status"] == "accepted" and nxt["runs"] == 1 and nxt["reference_runs"] == 2
     assert nxt["noise_at_verdict"] == pytest.approx(0.005, abs=1e-3)
@@ -187,10 +187,10 @@ def test_a_fix_rejected_while_another_bottleneck_ruled_is_tried_again_once_the_s
     rules still propose runs again, and only then."""
     # the rules (on every kept stack's trace) keep proposing the same fixes
     monkeypatch.setattr(pipeline, "run_findings", lambda *a, **k: (
-        [_finding("cudnn-benchmark", 5.0), _finding("tf32", 1.0)], []))
-    speeds = {(): [100.0], ("cudnn-benchmark",): [99.0], ("set-to-none",): [90.0],
-              ("set-to-none", "cudnn-benchmark"): [89.5], ("set-to-none", "tf32"): [40.0],
-              ("set-to-none", "tf32", "cudnn-benchmark"): [30.0]}
+        [_finding("channels-last", 5.0), _finding("tf32", 1.0)], []))
+    speeds = {(): [100.0], ("channels-last",): [99.0], ("set-to-none",): [90.0],
+              ("set-to-none", "channels-last"): [89.5], ("set-to-none", "tf32"): [40.0],
+              ("set-to-none", "tf32", "channels-last"): [30.0]}
     seen = {}
 
     def with_analysis(ctx, name, stack, profile=True):
@@ -203,39 +203,123 @@ def test_a_fix_rejected_while_another_bottleneck_ruled_is_tried_again_once_the_s
     monkeypatch.setattr(trials, "_run", with_analysis)
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
                               baseline=_timed(100.0), environment={}, progress=lambda s: None,
-                              baseline_findings=[_finding("cudnn-benchmark", 5.0), _finding("set-to-none", 3.0)])
+                              baseline_findings=[_finding("channels-last", 5.0), _finding("set-to-none", 3.0)])
     result = trials.run_trials(ctx)
     names = [t["name"] for t in result["trials"]]
     # rejected at 100 ms; not retried after set-to-none (90 ms: not 1.5x faster); retried
     # after tf32 (40 ms), where it pays
-    assert names == ["00-baseline-repeat", "01-cudnn-benchmark", "02-set-to-none", "03-tf32", "04-cudnn-benchmark"]
+    assert names == ["00-baseline-repeat", "01-channels-last", "02-set-to-none", "03-tf32", "04-channels-last"]
     assert _rec(result, "01-")["status"] == "rejected" and _rec(result, "04-")["status"] == "accepted"
     assert "tried again after the stack changed" in _rec(result, "04-")["reason"]
-    assert [c["name"] for c in result["stack"]] == ["set-to-none", "tf32", "cudnn-benchmark"]
+    assert [c["name"] for c in result["stack"]] == ["set-to-none", "tf32", "channels-last"]
 
 
 @pytest.mark.parametrize("conv_format,paired", [("contiguous", True), (None, False), ("channels_last", False)])
-def test_amp_rejected_on_nchw_convolutions_brings_channels_last_then_amp_again(tmp_path, monkeypatch, conv_format, paired):
+def test_amp_on_nchw_convolutions_comes_after_channels_last(tmp_path, monkeypatch, conv_format, paired):
     """bf16 convolutions want NHWC: AMP alone on an NCHW conv net may measure slower (an H100
     ladder: -10.7% eager, -0.3% compiled, while channels_last then AMP kept +40.7% and +23.4%).
-    After AMP is rejected on such a model, channels_last is tried next and AMP again once it
-    is kept; without NCHW convolutions nothing is added."""
+    On such a model channels_last is tried first, whether or not a rule proposed it, and AMP
+    right after; without NCHW convolutions AMP goes alone, in its turn."""
     base = {**_timed(100.0), "config": {"parameters": {"value": {"conv_memory_format": conv_format}}}}
     speeds = {(): [100.0], ("amp(dtype=bfloat16)",): [110.0], ("channels-last",): [80.0],
               ("channels-last", "amp(dtype=bfloat16)"): [50.0], ("set-to-none",): [99.5],
-              ("channels-last", "amp(dtype=bfloat16)", "set-to-none"): [49.8],
-              ("channels-last", "set-to-none"): [79.8]}
+              ("channels-last", "amp(dtype=bfloat16)", "set-to-none"): [49.8]}
     result, calls, lines = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("set-to-none", 1.0)],
                                   baseline=base)
     names = [t["name"] for t in result["trials"]]
     if paired:
-        assert names == ["00-baseline-repeat", "01-amp", "02-channels-last", "03-amp", "04-set-to-none"]
-        assert _rec(result, "02-")["origin"] == "pairs with amp" and _rec(result, "03-")["status"] == "accepted"
+        assert names == ["00-baseline-repeat", "01-channels-last", "02-amp", "03-set-to-none"]
+        assert _rec(result, "01-")["origin"] == "pairs with amp" and _rec(result, "02-")["status"] == "accepted"
         assert [c["name"] for c in result["stack"]] == ["channels-last", "amp"]
-        assert any("trying channels-last next" in line for line in lines)
+        assert any("trying channels-last first" in line for line in lines)
     else:
         assert names == ["00-baseline-repeat", "01-amp", "02-set-to-none"]
         assert result["stack"] == []
+
+
+def test_a_queued_channels_last_moves_ahead_of_amp_once(tmp_path, monkeypatch):
+    """channels_last proposed by a rule with a smaller gain than AMP's is taken out of its
+    place and run before AMP, not twice."""
+    base = {**_timed(100.0), "config": {"parameters": {"value": {"conv_memory_format": "contiguous"}}}}
+    speeds = {(): [100.0], ("channels-last",): [80.0], ("channels-last", "amp(dtype=bfloat16)"): [50.0]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("channels-last", 1.0)],
+                              baseline=base)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-channels-last", "02-amp"]
+    assert _rec(result, "01-")["origin"] == "ADV000"  # the rule's own candidate, not a new one
+
+
+BUNDLE = "set-to-none + cudnn-benchmark + fused-optimizer"
+
+
+def test_small_safe_fixes_are_trialled_together_as_one_rung(tmp_path, monkeypatch):
+    """set_to_none, cudnn.benchmark and fused optimizers are worth a few % each, inside the
+    noise one at a time: the queued ones run as one trial, and when it is kept the stack holds
+    each of them (the patch writes each edit)."""
+    base = {**_timed(100.0), "config": {"optimizer": {"value": {"class": "SGD"}}}}
+    speeds = {(): [100.0], ("tf32",): [60.0], ("tf32", BUNDLE): [52.0]}
+    result, calls, lines = ladder(tmp_path, monkeypatch, speeds,
+                                  [_finding("tf32", 20.0), _finding("set-to-none", 3.0),
+                                   _finding("cudnn-benchmark", 2.0), _finding("fused-optimizer", 1.0)], baseline=base)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-tf32", "02-set-to-none+cudnn-benchmark+fused-optimizer"]
+    rung = _rec(result, "02-")
+    assert rung["status"] == "accepted" and rung["members"] == ["set-to-none", "cudnn-benchmark", "fused-optimizer"]
+    assert rung["interventions"] == ["tf32", BUNDLE]
+    assert [c["name"] for c in result["stack"]] == ["tf32", "set-to-none", "cudnn-benchmark", "fused-optimizer"]
+    assert any("trialled together" in line for line in lines)
+
+
+def test_a_bundle_leaves_out_a_member_that_cannot_apply(tmp_path, monkeypatch):
+    """No optimizer observed: fused-optimizer is recorded as skipped, with why, and the others
+    still run together."""
+    speeds = {(): [100.0], ("set-to-none + cudnn-benchmark",): [90.0]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds,
+                              [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0),
+                               _finding("fused-optimizer", 1.0)])
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none+cudnn-benchmark"]
+    assert _rec(result, "fused-optimizer")["status"] == "skipped"
+    assert "optimizer" in _rec(result, "fused-optimizer")["reason"]
+
+
+def test_a_member_refused_in_the_child_is_named_in_the_verdict(tmp_path, monkeypatch):
+    """A member that declined at run time (notes) does not void the rung: the verdict rests on
+    the others and says which one did not apply."""
+    from advisor.interventions._patch import NOT_APPLIED
+
+    refused = {**_timed(90.0), "notes": [f"{NOT_APPLIED} cudnn-benchmark: the script sets it itself"]}
+    speeds = {(): [100.0], ("set-to-none + cudnn-benchmark",): refused}
+    result, _, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0)])
+    rung = _rec(result, "01-")
+    assert rung["status"] == "accepted"
+    assert "cudnn-benchmark did not apply: the script sets it itself" in rung["reason"]
+
+
+def test_a_rejected_bundle_comes_back_once_the_stack_is_much_faster(tmp_path, monkeypatch):
+    """Rejected as not faster, a bundle's members are proposed again (by the rules, one by
+    one) after the stack runs RETRY_SPEEDUP times faster, and run together again."""
+    monkeypatch.setattr(pipeline, "run_findings", lambda *a, **k: (
+        [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0), _finding("tf32", 1.0)], []))
+    speeds = {(): [100.0], ("set-to-none + cudnn-benchmark",): [99.0], ("tf32",): [40.0],
+              ("tf32", "set-to-none + cudnn-benchmark"): [30.0]}
+    seen = {}
+
+    def with_analysis(ctx, name, stack, profile=True):
+        keys = tuple(c.key for c in stack)
+        i = seen.get(keys, 0)
+        seen[keys] = i + 1
+        got = speeds[keys]
+        return _timed(got[min(i, len(got) - 1)]), {"stub": True}, object()
+
+    monkeypatch.setattr(trials, "_run", with_analysis)
+    ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
+                              baseline=_timed(100.0), environment={}, progress=lambda s: None,
+                              baseline_findings=[_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0),
+                                                 _finding("tf32", 1.0)])
+    result = trials.run_trials(ctx)
+    names = [t["name"] for t in result["trials"]]
+    assert names == ["00-baseline-repeat", "01-set-to-none+cudnn-benchmark", "02-tf32",
+                     "03-set-to-none+cudnn-benchmark"]
+    assert _rec(result, "01-")["status"] == "rejected" and _rec(result, "03-")["status"] == "accepted"
+    assert "tried again after the stack changed" in _rec(result, "03-")["reason"]
 
 
 @pytest.mark.parametrize("x2_step_ms,runs_x4", [(120.0, True), (198.0, False)])

@@ -1,0 +1,93 @@
+"""What the ladder tries next: a queued fix becomes one rung on its own, together with the
+small safe fixes queued beside it (a bundle), or after the fix it needs to pay (a partner).
+
+Both follow the tutorials' ladders (AMP -> channels_last -> set_to_none/fused/benchmark) and
+both save processes, each a 10-20 s run of the user's script on a GPU host.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from advisor import interventions, pipeline
+from advisor.candidates import Candidate, candidates_from_findings
+
+# Fixes that never change numerics, cost nothing to apply and very rarely slow a step down,
+# but that are worth a few % each: alone, each gain sits inside run-to-run noise (an H100
+# ladder rejected cudnn.benchmark at +3-11% against 4-10% noise, while set_to_none and
+# cudnn.benchmark together were 15% of the tuned stack). Trialled as one rung, they show.
+BUNDLED = ("set-to-none", "fused-optimizer", "cudnn-benchmark", "pin-memory")
+
+# A fix that pays only once another is in place: bf16/fp16 convolutions run on Tensor Cores
+# in NHWC, so AMP on an NCHW conv net pays for a transpose around every conv and may measure
+# slower alone (an H100 ladder: -10.7% eager, -0.3% compiled, while channels_last first and
+# AMP after it kept +40.7% and +23.4%). On such a model the partner is tried first.
+PARTNER_FIRST = {"amp": "channels-last"}
+
+
+def take_bundle(cand: Candidate, queue: list[Candidate], done: set[str]) -> tuple[list[Candidate], list[Candidate]]:
+    """(the bundle's members, the queue without them): cand and every other BUNDLED fix
+    queued and not yet tried (done: keys tried and names kept). One member: no bundle."""
+    if cand.name not in BUNDLED:
+        return [cand], queue
+    members, rest, names = [cand], [], {cand.name}
+    for q in queue:
+        if q.name in BUNDLED and q.name not in names and q.key not in done and q.name not in done:
+            members.append(q)
+            names.add(q.name)
+        else:
+            rest.append(q)
+    return members, rest
+
+
+def bundle(members: list[Candidate]) -> Candidate:
+    """One rung applying every member; its estimated gain is theirs together."""
+    if len(members) == 1:
+        return members[0]
+    gains = [m.est_gain_ms for m in members if m.est_gain_ms is not None]
+    origins = sorted({m.origin for m in members if m.origin})
+    return Candidate("+".join(m.name for m in members), {}, origin=",".join(origins) or None,
+                     est_gain_ms=sum(gains) if gains else None, members=list(members))
+
+
+def partner_first(cand: Candidate, queue: list[Candidate], config: dict, done: set[str]) -> Candidate | None:
+    """The fix to try before cand (PARTNER_FIRST), when the model's convolutions are NCHW and
+    the partner was neither tried nor kept (done: tried keys and kept names); taken out of
+    the queue if it waits there. None: cand goes as it is."""
+    partner = PARTNER_FIRST.get(cand.name)
+    params = (config.get("parameters") or {}).get("value") or {}
+    if partner is None or params.get("conv_memory_format") != "contiguous" or partner in done \
+            or any(k == partner or k.startswith(partner + "(") for k in done):
+        return None
+    queued = next((q for q in queue if q.name == partner), None)
+    if queued is not None:
+        queue.remove(queued)
+        return queued
+    return Candidate(partner, {}, origin=f"pairs with {cand.name}", est_gain_ms=cand.est_gain_ms)
+
+
+def module_for(cand: Candidate):
+    """What the ladder asks of a rung's intervention module; a bundle answers for its members
+    (which were each found applicable when it was formed)."""
+    if not cand.members:
+        return interventions.get(cand.name)
+    mods = [interventions.get(m.name) for m in cand.members]
+    return SimpleNamespace(
+        CHANGES_NUMERICS=any(m.CHANGES_NUMERICS for m in mods),
+        not_applicable=lambda config, environment, params: None,
+        describe=lambda params: "; ".join(m.describe(p.params) for m, p in zip(mods, cand.members)),
+    )
+
+
+def requeue(queue, child, analysis, model, ctx, tried) -> list[Candidate]:
+    """Re-run the rules on the new stack's trace: the queue becomes what they propose now,
+    by gain. A fix whose finding no longer fires has nothing left to fix (pinned copies once
+    the data lives on the GPU) and is dropped; --fix names stay queued."""
+    if analysis is None or model is None:
+        return queue
+    findings, _ = pipeline.run_findings(model, analysis, child.get("config") or {},
+                                        child.get("environment") or ctx.environment, ctx.opts.rules_dirs)
+    fresh = {c.key: c for c in candidates_from_findings(findings, ctx.environment, None) if c.key not in tried}
+    named = [q for q in queue if ctx.only and q.name in ctx.only and q.key not in fresh]
+    kept = [c for c in fresh.values() if ctx.only is None or c.name in ctx.only]
+    return sorted(kept + named, key=lambda c: -(c.est_gain_ms or 0.0))
