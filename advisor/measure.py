@@ -138,6 +138,7 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
         "steps_measured": len(step_times(child)),
         "elapsed_s": child.get("elapsed_s"),
         "started_warm": child.get("started_warm"),  # its process was started ahead (python, torch)
+        "startup_s": startup_s(child),
         "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
         "warmup_cost_s": warmup_cost_s(child),
         "peak_memory_bytes": mem.get("max_allocated_bytes"),
@@ -148,3 +149,17 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
         "profiled_step_time_ms": (analysis or {}).get("step_time_ms"),
         "kernel_time_by_class": (analysis or {}).get("kernel_time_by_class"),
     }
+
+
+STARTUP_MILESTONES = ("install", "script", "cuda_init", "cuda_ready", "first_step")
+
+
+def startup_s(child: dict) -> dict:
+    """Seconds from the process's spawn (or, started ahead, its go) to each start-up milestone
+    the child noted: install (python and torch imported), script (its first line),
+    cuda_init/cuda_ready (its first CUDA use), first_step (the end of its first step)."""
+    at = child.get("startup") or {}
+    t0 = at.get("spawned")
+    if not isinstance(t0, (int, float)):
+        return {}
+    return {k: round(at[k] - t0, 3) for k in STARTUP_MILESTONES if isinstance(at.get(k), (int, float))}

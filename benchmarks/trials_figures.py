@@ -39,6 +39,11 @@ def main(run: str) -> int:
     walls = [t["elapsed_s"] for t in rows if t.get("elapsed_s")]
     if walls:
         print(f"trial processes: {len(walls)}, wall {sum(walls):.0f} s in all, median {statistics.median(walls):.1f} s each")
+    starts = [t["startup_s"] for t in rows if t.get("startup_s")]
+    if starts:  # where each process's first seconds go (seconds from its spawn, or its go)
+        keys = [k for k in ("install", "script", "cuda_init", "cuda_ready", "first_step") if any(k in x for x in starts)]
+        print(f"start-up of {len(starts)} trial processes, median s from spawn: " + ", ".join(
+            f"{k} {statistics.median([x[k] for x in starts if k in x]):.1f}" for k in keys))
     return 0
 
 

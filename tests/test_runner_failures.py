@@ -191,3 +191,26 @@ def test_ctrl_c_forwarded(tmp_path):
     assert res["incomplete_reasons"] == ["interrupted (Ctrl-C) at step 3"]
     assert res["exit"]["code"] == -2 and res["exit"]["exception"] == "KeyboardInterrupt"
     assert res["steps_seen"] == 2
+
+
+def test_the_first_cuda_init_is_timed_and_the_original_put_back(monkeypatch):
+    """startup cuda_init/cuda_ready: torch calls torch.cuda._lazy_init by name on first CUDA
+    use; advisor's wrapper notes both times once, then gets out of the way."""
+    import torch.cuda as tc
+
+    from advisor.runner import session
+
+    state = {"init": False, "calls": 0}
+
+    def fake_lazy_init():
+        state["calls"] += 1
+        state["init"] = True
+
+    monkeypatch.setattr(tc, "is_initialized", lambda: state["init"])
+    monkeypatch.setattr(tc, "_lazy_init", fake_lazy_init)
+    startup = {}
+    session._time_cuda_init(startup)
+    assert tc._lazy_init is not fake_lazy_init
+    tc._lazy_init()
+    assert state["calls"] == 1 and startup["cuda_init"] <= startup["cuda_ready"]
+    assert tc._lazy_init is fake_lazy_init  # restored after the first init

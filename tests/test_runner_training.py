@@ -382,6 +382,14 @@ def test_a_process_started_ahead_runs_the_script_as_a_fresh_one(tmp_path, capfd)
     assert (cold["started_warm"], warm_res["started_warm"]) == (False, True)
     assert cold["steps_seen"] == warm_res["steps_seen"]
     assert capfd.readouterr().out.count("argv ['--x', '1'] __main__") == 2
+    # the start-up milestones, in order; started ahead, torch was imported before the go
+    from advisor.measure import startup_s
+
+    for res in results:
+        phases = startup_s(res)
+        assert list(phases) == ["install", "script", "first_step"], phases  # no CUDA used
+        assert 0 <= phases["install"] <= phases["script"] <= phases["first_step"], phases
+    assert startup_s(warm_res)["install"] < startup_s(cold)["install"], (startup_s(warm_res), startup_s(cold))
 
     spare = WarmChild(str(tmp_path))  # started for a process that never comes: closed, gone
     spare.close()

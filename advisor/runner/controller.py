@@ -67,6 +67,10 @@ class Controller:
         self.finishing = False
 
         self.warmup_step_times_ms: list[float] = []  # wall time, not synchronized
+        # Wall-clock times (time.time()) of the start-up's milestones: where a process's first
+        # seconds go (install, script, cuda_init, cuda_ready, first_step); the parent adds
+        # spawned. Each trial pays them again, so they set the ladder's wall time.
+        self.startup: dict[str, float] = {"install": time.time()}
         self.interventions_applied: list[str] = []
         self._t_warm = perf_counter()
         self.data_acc = 0.0         # seconds blocked in DataLoader __next__ this step
@@ -162,6 +166,7 @@ class Controller:
             "notes": list(self.notes),
             "interventions_applied": list(self.interventions_applied),
             "exit": dict(self.exit),
+            "startup": {k: round(v, 3) for k, v in self.startup.items()},
         }
 
     def save(self) -> None:
@@ -252,6 +257,7 @@ class Controller:
     def start(self) -> None:
         """Called once the hooks are in place, just before the script runs."""
         self._t_warm = perf_counter()
+        self.startup["script"] = time.time()
         self.progress("started", 0)
         self.save()
         if self.warmup == 0:
@@ -300,8 +306,10 @@ class Controller:
 
     def _boundary_impl(self) -> None:
         n = self.steps_seen = self.steps_seen + 1
-        if n == 1 and self.hooks is not None:
-            self.hooks.first_step()
+        if n == 1:
+            self.startup["first_step"] = time.time()
+            if self.hooks is not None:
+                self.hooks.first_step()
         self._loss_refs.append(self.cur_loss)
         self.cur_loss = None
         phase = self.phase

@@ -183,7 +183,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     # +1: the profiler's own warmup step (see controller.py)
     total = int(spec.get("warmup_steps", 5)) + int(spec.get("measure_steps", 20)) + (profile_n + 1 if profile_n else 0)
     cmd = [sys.executable, BOOTSTRAP, spec_path]
-    t0 = time.monotonic()
+    t0, spawned = time.monotonic(), time.time()
     # stdout_to_stderr: `--json` keeps stdout for advisor's JSON alone; the script's prints
     # still reach the terminal, on stderr.
     proc = warm.go(spec_path) if warm is not None and warm.fits(spec.get("cwd"), stdout_to_stderr) else None
@@ -294,6 +294,8 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     result["interrupted"] = interrupted
     result["elapsed_s"] = round(time.monotonic() - t0, 3)
     result["started_warm"] = started_warm
+    if isinstance(result.get("startup"), dict):  # the child's milestones, from the spawn (or the go)
+        result["startup"]["spawned"] = round(spawned, 3)
     reasons = _reasons(result, total, kill_reason, interrupted, missing)
     result["status"] = "incomplete" if reasons else "complete"
     result["incomplete_reasons"] = reasons

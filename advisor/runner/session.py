@@ -29,6 +29,7 @@ def install(spec: dict):
     from advisor.runner.controller import Controller
 
     ctl = Controller(spec)
+    _time_cuda_init(ctl.startup)
     _seed(spec.get("seed"))
     # Interventions (trials) patch torch first, so that advisor's wrappers sit on top of
     # theirs and taking advisor's loop hooks off at the measure stage leaves theirs in place.
@@ -55,6 +56,32 @@ def install(spec: dict):
     _SESSION = ctl
     ctl.start()
     return ctl
+
+
+def _time_cuda_init(startup: dict) -> None:
+    """Note when the script first initializes CUDA and when that is done (startup
+    "cuda_init", "cuda_ready"). torch calls torch.cuda._lazy_init by name, from Python and
+    from C++, on first use; the wrapper puts the original back once it has run."""
+    import time
+
+    import torch.cuda as tc
+
+    if tc.is_initialized():
+        return
+    real = tc._lazy_init
+
+    def timed_lazy_init():
+        if tc.is_initialized():
+            return real()
+        startup.setdefault("cuda_init", time.time())
+        try:
+            return real()
+        finally:
+            if tc.is_initialized():
+                startup["cuda_ready"] = time.time()
+                tc._lazy_init = real
+
+    tc._lazy_init = timed_lazy_init
 
 
 def _seed(seed) -> None:
