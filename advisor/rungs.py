@@ -18,11 +18,18 @@ from advisor.candidates import Candidate, candidates_from_findings
 # cudnn.benchmark together were 15% of the tuned stack). Trialled as one rung, they show.
 BUNDLED = ("set-to-none", "fused-optimizer", "cudnn-benchmark", "pin-memory")
 
-# A fix that pays only once another is in place: bf16/fp16 convolutions run on Tensor Cores
-# in NHWC, so AMP on an NCHW conv net pays for a transpose around every conv and may measure
-# slower alone (an H100 ladder: -10.7% eager, -0.3% compiled, while channels_last first and
-# AMP after it kept +40.7% and +23.4%). On such a model the partner is tried first.
-PARTNER_FIRST = {"amp": "channels-last"}
+# A fix that pays only together with another: bf16/fp16 convolutions run on Tensor Cores in
+# NHWC, so AMP on an NCHW conv net pays for a transpose around every conv, and channels_last
+# in fp32 gains little. Each alone can measure no faster while both together are the tuned
+# recipe: an H100 ladder rejected AMP (-1.5%) and then channels_last (+1.5%) under
+# torch.compile; another kept both (+40.7%, then +23.4%) only because channels_last happened
+# to come first. On such a model AMP is trialled with its partner as one rung.
+TOGETHER = {"amp": "channels-last"}
+
+# Fixes tried after every other queued one: each later trial pays a new compile (20-28 s of
+# warm-up a process on an H100 for a changed graph), and what compile gains depends on what
+# the step looks like once the other fixes are in.
+LAST = ("torch-compile",)
 
 
 def take_bundle(cand: Candidate, queue: list[Candidate], done: set[str]) -> tuple[list[Candidate], list[Candidate]]:
@@ -50,31 +57,42 @@ def bundle(members: list[Candidate]) -> Candidate:
                      est_gain_ms=sum(gains) if gains else None, members=list(members))
 
 
-def partner_first(cand: Candidate, queue: list[Candidate], config: dict, done: set[str]) -> Candidate | None:
-    """The fix to try before cand (PARTNER_FIRST), when the model's convolutions are NCHW and
-    the partner was neither tried nor kept (done: tried keys and kept names); taken out of
-    the queue if it waits there. None: cand goes as it is."""
-    partner = PARTNER_FIRST.get(cand.name)
+def with_partner(cand: Candidate, queue: list[Candidate], config: dict, done: set[str]) -> Candidate | None:
+    """cand and its TOGETHER partner as one rung, when the model's convolutions are NCHW and
+    the partner was neither tried nor kept (done: tried keys and kept names); the partner is
+    taken out of the queue if it waits there, and runs alone if the pair is not kept. None:
+    cand goes as it is."""
+    partner = TOGETHER.get(cand.name)
     params = (config.get("parameters") or {}).get("value") or {}
     if partner is None or params.get("conv_memory_format") != "contiguous" or partner in done \
             or any(k == partner or k.startswith(partner + "(") for k in done):
         return None
-    queued = next((q for q in queue if q.name == partner), None)
-    if queued is not None:
-        queue.remove(queued)
-        return queued
-    return Candidate(partner, {}, origin=f"pairs with {cand.name}", est_gain_ms=cand.est_gain_ms)
+    mate = next((q for q in queue if q.name == partner), None)
+    if mate is not None:
+        queue.remove(mate)
+    else:
+        mate = Candidate(partner, {}, origin=f"pairs with {cand.name}", est_gain_ms=cand.est_gain_ms)
+    pair = bundle([mate, cand])
+    pair.fallback, pair.fallback_when = mate, ("skipped", "failed", "rejected")
+    return pair
+
+
+def goes_last(cand: Candidate, queue: list[Candidate], done: set[str], apart: set[str]) -> bool:
+    """Whether cand (LAST) should wait behind another fix still to try in the queue."""
+    return cand.name in LAST and any(
+        q.name not in LAST and q.name not in apart and q.key not in done and q.name not in done for q in queue)
 
 
 def module_for(cand: Candidate):
     """What the ladder asks of a rung's intervention module; a bundle answers for its members
-    (which were each found applicable when it was formed)."""
+    (it cannot apply when one of them cannot)."""
     if not cand.members:
         return interventions.get(cand.name)
     mods = [interventions.get(m.name) for m in cand.members]
     return SimpleNamespace(
         CHANGES_NUMERICS=any(m.CHANGES_NUMERICS for m in mods),
-        not_applicable=lambda config, environment, params: None,
+        not_applicable=lambda config, environment, params: "; ".join(filter(None, (
+            m.not_applicable(config, environment, p.params) for m, p in zip(mods, cand.members)))) or None,
         describe=lambda params: "; ".join(m.describe(p.params) for m, p in zip(mods, cand.members)),
     )
 

@@ -141,16 +141,17 @@ class _Ladder:
                 # competed already (compile default on top of reduce-overhead compiled twice).
                 if cand.key in self.tried or cand.name in self._kept():
                     continue
-                partner = rungs.partner_first(cand, self.queue, self.ref_config, self._done())
-                if partner is not None:
-                    self.say(f"{cand.key} pays on NCHW convolutions only in {partner.name}: trying {partner.key} first")
-                    self.queue[:0] = [partner, cand]
+                if rungs.goes_last(cand, self.queue, self._done(), APART):
+                    self.queue.append(cand)
                     continue
                 self.tried.add(cand.key)
                 if cand.name in APART:
                     self.result["apart"].append(cand)
                     continue
-                cand = self._bundle(cand)
+                pair = rungs.with_partner(cand, self.queue, self.ref_config, self._done())
+                if pair is not None:
+                    self.say(f"{cand.key} pays on NCHW convolutions with {pair.members[0].key}: trialled together")
+                cand = pair or self._bundle(cand)
                 if cand is None:
                     continue
                 self._trial(cand)
