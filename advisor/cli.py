@@ -16,6 +16,7 @@ import orjson
 from rich.console import Console
 
 from advisor import pipeline, rundir
+from advisor.trials_prep import TrialsPrep
 
 err = Console(stderr=True, highlight=False)
 
@@ -179,7 +180,14 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         return _fail(str(exc))
     spec = pipeline.make_spec(script, script_args, run_dir, opts, interventions=ns.applied)
     err.print(f"[cyan]advisor ▸[/] run directory {run_dir}", markup=True, highlight=False)
-    child = run_child(spec, timeout=opts.timeout, step_timeout=opts.step_timeout, on_progress=_progress,
+    prep = None if ns.no_trials else TrialsPrep(spec.get("cwd"), ns.json)
+
+    def on_progress(stage, step, info=None):
+        _progress(stage, step, info)
+        if prep is not None:
+            prep.on_stage(stage)
+
+    child = run_child(spec, timeout=opts.timeout, step_timeout=opts.step_timeout, on_progress=on_progress,
                       stdout_to_stderr=ns.json)
     analysis, model, trace_err = pipeline.analyze_trace_files(run_dir, child.get("trace_files") or [])
     pipeline.merge_child_results(analysis, child)
@@ -190,7 +198,9 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     rundir.write_json(run_dir / "run.json", doc)
     _render(run_dir, doc)
     if not ns.no_trials and doc["status"] == "complete":
-        _run_trials(ns, script, script_args, run_dir, opts, child, doc, started)
+        _run_trials(ns, script, script_args, run_dir, opts, child, doc, started, prep.take_warm())
+    if prep is not None:
+        prep.close()
     if ns.json:
         sys.stdout.buffer.write(orjson.dumps(pipeline.json_summary(doc), option=orjson.OPT_INDENT_2) + b"\n")
     else:
@@ -201,7 +211,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     return 0
 
 
-def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: float) -> None:
+def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: float, warm=None) -> None:
     from advisor import trials
     from advisor.patch import make_patch
 
@@ -209,7 +219,7 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: flo
         script=script, script_args=script_args, run_dir=run_dir, opts=opts, baseline=child,
         baseline_findings=doc["findings"], environment=doc["environment"], budget_s=ns.budget * 60.0,
         max_trials=ns.max_trials, trial_timeout=ns.trial_timeout,
-        only=ns.fix_names, applied=ns.applied, stdout_to_stderr=ns.json,
+        only=ns.fix_names, applied=ns.applied, stdout_to_stderr=ns.json, warm=warm,
         progress=lambda line: err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False))
     result = trials.run_trials(ctx)
     doc["trials"] = result["trials"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 
 from advisor import measure
-from advisor.interventions._patch import NOT_APPLIED
+from advisor.interventions import NOT_APPLIED
 
 
 def judge(runs: list[dict], ref_runs: list[dict], loss_ref: dict, noise: float,

@@ -53,10 +53,11 @@ def test_input_bound_script_gets_an_accepted_worker_fix(slow_run):
     assert best["steps_measured"] == 8 and best["traces"]
     assert (tmp / "run" / best["traces"][0]).is_file()  # every trial has its own trace in tb/
     assert summary["stack"][0]["name"] == "dataloader-workers"
-    # every process after the first was started ahead, during the one before it
+    # every process after the baseline was started ahead, during the one before it (the
+    # repeat once the baseline's timed window had closed), and the repeat only timed
     ran = [t for t in doc["trials"] if "started_warm" in t]
-    assert ran[0]["started_warm"] is False and all(t["started_warm"] for t in ran[1:]), \
-        [(t["name"], t["started_warm"]) for t in ran]
+    assert ran and all(t["started_warm"] for t in ran), [(t["name"], t["started_warm"]) for t in ran]
+    assert not trials["00-baseline-repeat"]["traces"] and trials["00-baseline-repeat"]["steps_measured"] == 8
 
 
 def test_patch_applies_and_has_the_effect(slow_run):
@@ -222,3 +223,21 @@ def test_apply_syntax():
         parse_specs("warp")
     with pytest.raises(ValueError, match="KEY=VALUE"):
         parse_specs("amp:bf16")
+
+
+def test_trials_get_ready_only_after_the_baselines_timed_window(tmp_path):
+    """The repeat's process and the parent's imports start once the baseline's window has
+    closed (its profile comes after it), never during the steps it times."""
+    from advisor.trials_prep import TrialsPrep
+
+    prep = TrialsPrep(str(tmp_path), False)
+    for stage in ("started", "warmup", "measuring", "measure"):
+        prep.on_stage(stage)
+        assert not prep.started and prep.warm is None
+    prep.on_stage("profiler-started")
+    warm = prep.take_warm()
+    assert prep.started and warm is not None and warm.proc.poll() is None
+    prep.on_stage("done")  # once only
+    assert prep.take_warm() is None
+    warm.close()
+    assert warm.proc.poll() is not None

@@ -13,6 +13,10 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+# The note an intervention leaves when it finds at run time that it cannot apply
+# (_patch.not_applied); the trials ladder (parent process, no torch) reads it.
+NOT_APPLIED = "intervention not applied:"
+
 MODULES = {
     "amp": "amp",
     "tf32": "tf32",

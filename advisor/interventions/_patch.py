@@ -91,7 +91,7 @@ def accelerator() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-NOT_APPLIED = "intervention not applied:"
+from advisor.interventions import NOT_APPLIED  # noqa: E402  (torch-free, for the parent)
 
 
 def not_applied(name: str, reason: str) -> None:

@@ -253,9 +253,9 @@ def _fast_indices_match(loader) -> bool:
 
 
 def apply(params) -> None:
-    device = torch.device(params.get("device") or accelerator())
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    # The device index is read when the first DataLoader is made: reading it here would
+    # initialize CUDA before the script runs (a process's start-up is timed: runner startup).
+    where = torch.device(params.get("device") or accelerator())
     max_bytes = int(params.get("max_bytes", MAX_BYTES))
 
     def make(orig):
@@ -264,6 +264,9 @@ def apply(params) -> None:
             dataset = named.get("dataset")
             took = False
             if dataset is not None and not isinstance(dataset, Preloaded):
+                device = where
+                if device.type == "cuda" and device.index is None:
+                    device = torch.device("cuda", torch.cuda.current_device())
                 why = plan(dataset, named, device, max_bytes)
                 if why is None:
                     dataset = preload(dataset, device)
