@@ -425,6 +425,21 @@ def test_preload_dataset_patch_gathers_batches_from_collated_tensors(cifar):
     assert "done: 3 steps" in out.stdout
 
 
+def test_loader_fixes_replaced_by_the_preloaded_dataset_say_so(cifar):
+    """workers + pinned memory kept, then preload-dataset: the diff's DataLoader has
+    num_workers=0, and the workers' note says it was superseded instead of listing
+    num_workers=8 as if it were in the diff."""
+    config = config_for(cifar, "model", "inputs")
+    diff, notes = make_patch(str(cifar), [{"intervention": "dataloader-workers", "params": {"num_workers": 8, "pin_memory": True}},
+                                          {"intervention": "preload-dataset", "params": {"device": "cpu"}}], config)
+    workers, preload = notes
+    assert workers["applied"] and preload["applied"] and "superseded_by" not in preload
+    assert workers["superseded_by"] == "preload-dataset" and "superseded" in workers["warning"]
+    apply(cifar, diff)
+    dl = kwargs(calls(ast.parse(cifar.read_text()), "DataLoader")[0])
+    assert literal(dl["num_workers"]) == 0
+
+
 def test_defer_syncs_patch_keeps_the_observed_item_reads_on_the_device(cifar):
     tree = ast.parse(cifar.read_text())
     lines = sorted(n.lineno for n in ast.walk(tree) if _is_call(n, "item"))

@@ -80,7 +80,25 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
         if fix.get("required_by"):
             note = {**note, "required_by": fix["required_by"], "why": fix.get("reason")}
         notes.append({"intervention": name, **note})
+    _mark_superseded(notes)
     return ctx.render(notes), notes
+
+
+# A fix whose edit takes another's place at the same call: the preloaded dataset's DataLoader
+# is written with num_workers=0, pin_memory=False, whatever the loader fixes kept before it.
+SUPERSEDES = {"preload-dataset": ("dataloader-workers", "pin-memory")}
+
+
+def _mark_superseded(notes: list[dict]) -> None:
+    """A kept fix whose arguments a later edit replaced says so: its note listed num_workers=8
+    while the diff (preload-dataset) wrote num_workers=0."""
+    placed = {n.get("intervention") for n in notes if n.get("applied")}
+    for n in notes:
+        by = next((k for k, v in SUPERSEDES.items() if n.get("intervention") in v and k in placed), None)
+        if by and n.get("applied"):
+            n["superseded_by"] = by
+            text = f"superseded by {by}: its DataLoader arguments are not in the diff, only its non_blocking copies"
+            n["warning"] = f"{n['warning']}; {text}" if n.get("warning") else text
 
 
 patch_for = make_patch
