@@ -15,6 +15,10 @@ steps=${@:-fixtures diagnose trials}
 TIMING=${TIMING:---steps 24 --min-time 2}
 t0=$(date +%s)
 say() { echo "[gpu_examples +$(( $(date +%s) - t0 ))s] $*"; }
+# FRESH_CACHES=1: each analyze compiles with empty Inductor and Triton caches, as on a machine
+# that never compiled the script (a warm machine keeps /tmp/torchinductor_$USER between calls,
+# and the control's compile would warm the ladder's last graph).
+fresh() { [[ ${FRESH_CACHES:-0} == 1 ]] && export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d); true; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
 
@@ -28,6 +32,7 @@ fi
 if [[ $steps == *diagnose* ]]; then
   for ex in ${DIAGNOSE:-cifar_resnet cifar_resnet_tuned}; do
     say "analyze $ex --no-trials"
+    fresh
     python3 -m advisor analyze --no-trials $TIMING --out $W/$ex examples/$ex.py
     echo "exit $?"
   done
@@ -37,6 +42,7 @@ fi
 if [[ $steps == *trials* ]]; then
   ex=${TRIALS_EXAMPLE:-cifar_resnet}
   say "analyze $ex with trials"
+  fresh
   start=$(date +%s)
   timeout -s INT ${TRIALS_TIMEOUT:-540} python3 -m advisor analyze $TIMING --out $W/trials --budget ${TRIALS_BUDGET:-6} examples/$ex.py
   echo "exit $? wall $(( $(date +%s) - start ))s"
