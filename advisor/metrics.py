@@ -20,7 +20,7 @@ from advisor.trace.classify import CLASSES, CODE, is_tf32
 from advisor.trace.intervals import clip, in_windows, overlap, union_pieces, window_index
 from advisor.trace.model import TraceModel, steps_from
 from advisor.trace.phases import OTHER, P, PHASES, GpuOps, Timeline, gpu_ops, timeline
-from advisor.trace.syncs import sync_episodes
+from advisor.trace.syncs import blocked_ms_per_step, sync_episodes
 
 __all__ = ["analyze", "union_pieces", "step_breakdown_gpu", "step_breakdown_cpu",
            "combine_breakdown", "PHASES"]
@@ -291,8 +291,11 @@ def _syncs(model: TraceModel, win: np.ndarray, n: int) -> dict:
     for name, ok in zip(names, inside.tolist()):
         if ok:
             counts[name] = counts.get(name, 0) + 1
+    blocked = blocked_ms_per_step(model, lambda t: in_windows(t, win))
     return {
         "syncs_per_step": float(inside.sum()) / n,
+        # host time blocked in them: what deferring them can give back at most
+        "sync_blocked_ms_per_step": None if blocked is None else blocked / n,
         "syncs": [{"name": k, "per_step": v / n} for k, v in sorted(counts.items(), key=lambda x: -x[1])],
         "sync_calls_per_step": {k: float(in_windows(v, win).sum()) / n for k, v in raw.items()},
     }

@@ -45,6 +45,17 @@ def _blocking_runtime_rows(model: TraceModel) -> np.ndarray:
     return np.flatnonzero(blocking)
 
 
+def blocked_ms_per_step(model: TraceModel, inside) -> float | None:
+    """Host time per step spent in blocking runtime calls (the CPU waiting for the GPU), from
+    the calls' durations; inside(ts) says which fall in the steps. None without runtime
+    events (a CPU-only trace, or one recorded without them): not measured, not zero."""
+    if not len(model.runtime):
+        return None
+    rows = _blocking_runtime_rows(model)
+    rt = model.runtime
+    return float(rt.dur[rows][inside(rt.ts[rows])].sum()) / 1000
+
+
 def _top_level_ops(model: TraceModel) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per tid: (starts, ends, cpu rows) of top-level cpu_op rows (not inside another cpu_op)."""
     cpu = model.cpu
