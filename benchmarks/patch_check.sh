@@ -5,7 +5,8 @@
 set -eu
 run=$1; W=/tmp/patch_check; rm -rf $W; mkdir -p $W
 cp examples/cifar_resnet.py $W/
-(cd $W && git init -q && git apply "$OLDPWD/$run/fixes.patch")
+patch=$(realpath "$run/fixes.patch")  # RUN_DIR relative or absolute
+(cd $W && git init -q && git apply "$patch")
 git diff --no-index --stat examples/cifar_resnet.py $W/cifar_resnet.py || true
 echo "== original";  python3 examples/cifar_resnet.py --steps 77 --warmup-steps 29 | tail -1
 # The fast ones: their default 15 epochs (360 steps), the last 240 timed, twice each, alternately.
