@@ -22,21 +22,25 @@ def _finding(fix: str, gain: float) -> dict:
 
 
 def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environment: dict | None = None,
-           baseline: dict | None = None):
+           baseline: dict | None = None, rules: list[dict] | None = None):
     """Run the ladder; speeds maps a stack (tuple of candidate keys) to the ms/step of its
-    successive runs (the last one repeats), or to a whole child result. Returns (result,
-    calls: [(process name, stack keys, profiled)], progress lines)."""
+    successive runs (the last one repeats), or to a whole child result. rules: what the rules
+    find on every trial's trace (each trial then has one); else trials leave none. Returns
+    (result, calls: [(process name, stack keys, profiled)], progress lines)."""
     calls, lines, seen = [], [], {}
+    if rules is not None:
+        monkeypatch.setattr(pipeline, "run_findings", lambda *a, **k: (rules, []))
+    traced = ({"stub": True}, object()) if rules is not None else (None, None)
 
     def fake_run(ctx, name, stack, profile=True):
         keys = tuple(c.key for c in stack)
         calls.append((name, keys, profile))
         got = speeds[keys]
         if isinstance(got, dict):
-            return got, None, None
+            return (got, *traced)
         i = seen.get(keys, 0)
         seen[keys] = i + 1
-        return _timed(got[min(i, len(got) - 1)]), None, None
+        return (_timed(got[min(i, len(got) - 1)]), *traced)
 
     monkeypatch.setattr(trials, "_run", fake_run)
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
@@ -185,26 +189,12 @@ def test_a_fix_rejected_while_another_bottleneck_ruled_is_tried_again_once_the_s
     for data: an H100 ladder rejected it twice there and never tried it again). Once kept
     fixes make the stack RETRY_SPEEDUP times faster, a fix rejected as not faster that the
     rules still propose runs again, and only then."""
-    # the rules (on every kept stack's trace) keep proposing the same fixes
-    monkeypatch.setattr(pipeline, "run_findings", lambda *a, **k: (
-        [_finding("channels-last", 5.0), _finding("tf32", 1.0)], []))
     speeds = {(): [100.0], ("channels-last",): [99.0], ("set-to-none",): [90.0],
               ("set-to-none", "channels-last"): [89.5], ("set-to-none", "tf32"): [40.0],
               ("set-to-none", "tf32", "channels-last"): [30.0]}
-    seen = {}
-
-    def with_analysis(ctx, name, stack, profile=True):
-        keys = tuple(c.key for c in stack)
-        i = seen.get(keys, 0)
-        seen[keys] = i + 1
-        got = speeds[keys]
-        return _timed(got[min(i, len(got) - 1)]), {"stub": True}, object()
-
-    monkeypatch.setattr(trials, "_run", with_analysis)
-    ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
-                              baseline=_timed(100.0), environment={}, progress=lambda s: None,
-                              baseline_findings=[_finding("channels-last", 5.0), _finding("set-to-none", 3.0)])
-    result = trials.run_trials(ctx)
+    # the rules (on every kept stack's trace) keep proposing the same fixes
+    result, _, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("channels-last", 5.0), _finding("set-to-none", 3.0)],
+                          rules=[_finding("channels-last", 5.0), _finding("tf32", 1.0)])
     names = [t["name"] for t in result["trials"]]
     # rejected at 100 ms; not retried after set-to-none (90 ms: not 1.5x faster); retried
     # after tf32 (40 ms), where it pays
@@ -312,25 +302,10 @@ def test_a_member_refused_in_the_child_is_named_in_the_verdict(tmp_path, monkeyp
 def test_a_rejected_bundle_comes_back_once_the_stack_is_much_faster(tmp_path, monkeypatch):
     """Rejected as not faster, a bundle's members are proposed again (by the rules, one by
     one) after the stack runs RETRY_SPEEDUP times faster, and run together again."""
-    monkeypatch.setattr(pipeline, "run_findings", lambda *a, **k: (
-        [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0), _finding("tf32", 1.0)], []))
     speeds = {(): [100.0], ("set-to-none + cudnn-benchmark",): [99.0], ("tf32",): [40.0],
               ("tf32", "set-to-none + cudnn-benchmark"): [30.0]}
-    seen = {}
-
-    def with_analysis(ctx, name, stack, profile=True):
-        keys = tuple(c.key for c in stack)
-        i = seen.get(keys, 0)
-        seen[keys] = i + 1
-        got = speeds[keys]
-        return _timed(got[min(i, len(got) - 1)]), {"stub": True}, object()
-
-    monkeypatch.setattr(trials, "_run", with_analysis)
-    ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
-                              baseline=_timed(100.0), environment={}, progress=lambda s: None,
-                              baseline_findings=[_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0),
-                                                 _finding("tf32", 1.0)])
-    result = trials.run_trials(ctx)
+    found = [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0), _finding("tf32", 1.0)]
+    result, _, _ = ladder(tmp_path, monkeypatch, speeds, found, rules=found)
     names = [t["name"] for t in result["trials"]]
     assert names == ["00-baseline-repeat", "01-set-to-none+cudnn-benchmark", "02-tf32",
                      "03-set-to-none+cudnn-benchmark"]
