@@ -32,6 +32,33 @@ TOGETHER = {"amp": "channels-last"}
 LAST = ("torch-compile",)
 
 
+# A fix rejected as not faster is tried again when the bottleneck has moved since: the kept
+# stack runs RETRY_SPEEDUP times faster (AMP or deferred syncs cannot show while the step waits
+# for data; an H100 ladder rejected defer-syncs twice while loader-bound and never tried it
+# again), or the GPU's idle share of the step fell to RETRY_IDLE_DROP of what it was (a
+# host-bound eager step became GPU-bound, as under CUDA graphs: on a slower H100 host AMP
+# measured -10.1% at 69-75% idle, and compile then took the idle to ~30% while the step got
+# only 1.42x faster, so AMP was never tried where it pays).
+RETRY_SPEEDUP = 1.5
+RETRY_IDLE_DROP = 0.5
+
+
+def idle_share(analysis: dict | None) -> float | None:
+    """The GPU's idle share of a profiled step, from a trial's trace (None: no trace)."""
+    step = (analysis or {}).get("step_time_ms")
+    idle = ((analysis or {}).get("breakdown") or {}).get("gpu_idle")
+    return idle / step if step and idle is not None else None
+
+
+def worth_retrying(then: tuple[float, float | None], now: tuple[float, float | None]) -> bool:
+    """then: (reference ms/step, GPU idle share) when the fix was rejected; now: the same for
+    the stack just kept."""
+    (then_ms, then_idle), (now_ms, now_idle) = then, now
+    if now_ms and then_ms >= RETRY_SPEEDUP * now_ms:
+        return True
+    return bool(then_idle) and now_idle is not None and now_idle <= RETRY_IDLE_DROP * then_idle
+
+
 def take_bundle(cand: Candidate, queue: list[Candidate], done: set[str]) -> tuple[list[Candidate], list[Candidate]]:
     """(the bundle's members, the queue without them): cand and every other BUNDLED fix
     queued and not yet tried (done: keys tried and names kept). One member: no bundle."""

@@ -26,8 +26,6 @@ APART = {"batch-size"}
 TIE_REASON = {"dataloader-workers": "with more headroom"}
 # Extra (reference, trial) timing rounds for a gain inside the noise band.
 CONFIRM_ROUNDS = 2
-# A fix rejected as not faster is tried again when the kept stack has become this much faster.
-RETRY_SPEEDUP = 1.5
 
 
 @dataclass
@@ -115,11 +113,10 @@ class _Ladder:
         # Values of one setting (worker counts) compete: the best accepted one is kept once
         # the last of them has run. group -> (candidate, runs, analysis, model, record)
         self.pending: dict[str, tuple] = {}
-        # Rejected as not faster, with the reference step (ms) it was judged against: worth
-        # another try once the stack runs RETRY_SPEEDUP times faster, i.e. the bottleneck has
-        # moved (AMP or deferred syncs cannot show while the step waits for data; an H100
-        # ladder rejected defer-syncs twice while loader-bound, then never tried it again).
-        self.slow: dict[str, float] = {}
+        # Rejected as not faster: (the reference's ms/step it was judged against, the GPU's
+        # idle share of its own trace's step). Worth another try once the bottleneck has moved
+        # (rungs.worth_retrying).
+        self.slow: dict[str, tuple[float, float | None]] = {}
         self.retried: set[str] = set()
         self.n = 0
 
@@ -286,7 +283,7 @@ class _Ladder:
                 self._compete(cand, runs, analysis, model, rec, used)
         elif rec["status"] == "rejected" and not rec["reason"].startswith("numerics"):
             for part in cand.parts:  # a bundle's members come back one by one from the rules
-                self.slow[part.key] = self._ref_ms()
+                self.slow[part.key] = (self._ref_ms(), rungs.idle_share(analysis))
             self._learn(child, analysis, model, name)
         self._fall_back(cand, rec["status"])
         if any(p.key in self.retried for p in cand.parts):
@@ -303,7 +300,7 @@ class _Ladder:
         """A fix that did not pay can still show what stands in the way: AMP that halves the
         kernel time of an eager step which does not get faster leaves a launch-bound trace.
         What the rules find in the rejected trial's trace joins the queue; the rejected fix
-        is retried once the stack is RETRY_SPEEDUP times faster (_commit)."""
+        is retried once the bottleneck has moved (_commit, rungs.worth_retrying)."""
         queued = {q.key for q in self.queue} | {c.key for c in self.stack}
         found = [c for c in rungs.requeue([], child, analysis, model, self.ctx, self.tried) if c.key not in queued]
         if found:
@@ -366,8 +363,8 @@ class _Ladder:
         # that a second run could not change.
         self.ref_runs, self.ref_config = runs, runs[0].get("config") or self.ref_config
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
-        now = self._ref_ms()
-        retry = {k for k, at in self.slow.items() if now and at >= RETRY_SPEEDUP * now}
+        now = (self._ref_ms(), rungs.idle_share(analysis))
+        retry = {k for k, at in self.slow.items() if rungs.worth_retrying(at, now)}
         self.queue = rungs.requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry)
         for c in self.queue:
             alt: Candidate | None = c
@@ -375,7 +372,7 @@ class _Ladder:
                 if alt.key in retry:
                     self.tried.discard(alt.key)
                     self.retried.add(alt.key)
-                    self.slow[alt.key] = now  # once more only after the next such speed-up
+                    self.slow[alt.key] = now  # once more only after the next such change
                 alt = alt.fallback
 
     def _ref_ms(self) -> float:

@@ -22,25 +22,34 @@ def _finding(fix: str, gain: float) -> dict:
 
 
 def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environment: dict | None = None,
-           baseline: dict | None = None, rules: list[dict] | None = None):
+           baseline: dict | None = None, rules: list[dict] | None = None, idle: dict | None = None):
     """Run the ladder; speeds maps a stack (tuple of candidate keys) to the ms/step of its
     successive runs (the last one repeats), or to a whole child result. rules: what the rules
-    find on every trial's trace (each trial then has one); else trials leave none. Returns
+    find on every trial's trace (each trial then has one; idle: a stack's GPU idle share in
+    it, default unknown); else trials leave none. Returns
     (result, calls: [(process name, stack keys, profiled)], progress lines)."""
     calls, lines, seen = [], [], {}
     if rules is not None:
         monkeypatch.setattr(pipeline, "run_findings", lambda *a, **k: (rules, []))
-    traced = ({"stub": True}, object()) if rules is not None else (None, None)
+
+    def traced(keys, ms):
+        if rules is None:
+            return None, None
+        share = (idle or {}).get(keys)
+        analysis = {"stub": True} if share is None else \
+            {"step_time_ms": ms, "breakdown": {"gpu_idle": share * ms}}
+        return analysis, object()
 
     def fake_run(ctx, name, stack, profile=True):
         keys = tuple(c.key for c in stack)
         calls.append((name, keys, profile))
         got = speeds[keys]
         if isinstance(got, dict):
-            return (got, *traced)
+            return (got, *traced(keys, None))
         i = seen.get(keys, 0)
         seen[keys] = i + 1
-        return (_timed(got[min(i, len(got) - 1)]), *traced)
+        ms = got[min(i, len(got) - 1)]
+        return (_timed(ms), *traced(keys, ms))
 
     monkeypatch.setattr(trials, "_run", fake_run)
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
@@ -187,7 +196,7 @@ def test_a_fix_rejected_while_another_bottleneck_ruled_is_tried_again_once_the_s
         tmp_path, monkeypatch):
     """A fix cannot pay while another cost rules the step (defer-syncs while the step waits
     for data: an H100 ladder rejected it twice there and never tried it again). Once kept
-    fixes make the stack RETRY_SPEEDUP times faster, a fix rejected as not faster that the
+    fixes make the stack rungs.RETRY_SPEEDUP times faster, a fix rejected as not faster that the
     rules still propose runs again, and only then."""
     speeds = {(): [100.0], ("channels-last",): [99.0], ("set-to-none",): [90.0],
               ("set-to-none", "channels-last"): [89.5], ("set-to-none", "tf32"): [40.0],
@@ -205,6 +214,30 @@ def test_a_fix_rejected_while_another_bottleneck_ruled_is_tried_again_once_the_s
 
 
 PAIR = "channels-last + amp(dtype=bfloat16)"
+
+
+def test_a_fix_rejected_on_a_host_bound_step_is_tried_again_once_the_gpu_bounds_it(tmp_path, monkeypatch):
+    """AMP cannot show while the host bounds the step (the GPU idles 70% of it); compile
+    then makes the step GPU-bound (30% idle) while it gets only 1.4x faster: the bottleneck
+    moved, so AMP runs again (an H100 ladder on a slower host never retried it)."""
+    amp, ro = "amp(dtype=bfloat16)", RO
+    speeds = {(): [100.0], (amp,): [101.0], (ro,): [70.0], (ro, amp): [50.0]}
+    idle = {(amp,): 0.7, (ro,): 0.3, (ro, amp): 0.1}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
+                              environment={"gpu_count": 1}, rules=[_finding("amp", 5.0)], idle=idle)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-amp", "02-torch-compile-reduce-overhead", "03-amp"]
+    assert _rec(result, "03-")["status"] == "accepted"
+    assert "tried again after the stack changed" in _rec(result, "03-")["reason"]
+
+
+def test_no_retry_while_the_bottleneck_stays(tmp_path, monkeypatch):
+    """The same 1.4x, with the GPU as idle as before: AMP is not tried again."""
+    amp, ro = "amp(dtype=bfloat16)", RO
+    speeds = {(): [100.0], (amp,): [101.0], (ro,): [70.0]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
+                              environment={"gpu_count": 1}, rules=[_finding("amp", 5.0)],
+                              idle={("amp(dtype=bfloat16)",): 0.7, (ro,): 0.6})
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-amp", "02-torch-compile-reduce-overhead"]
 
 
 @pytest.mark.parametrize("conv_format,paired", [("contiguous", True), (None, False), ("channels_last", False)])
@@ -301,7 +334,7 @@ def test_a_member_refused_in_the_child_is_named_in_the_verdict(tmp_path, monkeyp
 
 def test_a_rejected_bundle_comes_back_once_the_stack_is_much_faster(tmp_path, monkeypatch):
     """Rejected as not faster, a bundle's members are proposed again (by the rules, one by
-    one) after the stack runs RETRY_SPEEDUP times faster, and run together again."""
+    one) after the stack runs rungs.RETRY_SPEEDUP times faster, and run together again."""
     speeds = {(): [100.0], ("set-to-none + cudnn-benchmark",): [99.0], ("tf32",): [40.0],
               ("tf32", "set-to-none + cudnn-benchmark"): [30.0]}
     found = [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0), _finding("tf32", 1.0)]
