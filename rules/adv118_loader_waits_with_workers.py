@@ -73,10 +73,15 @@ def check(ctx):
                      + (f"; dataset: {dl['dataset_type']}" if dl.get("dataset_type") else "")],
         "estimated_gain_ms": per_step,
         "fix": fix("preload-dataset", changes_numerics=False, where=ctx.where("dataloader"),
-                   code="# once, before training (deterministic per-sample work only):\n"
-                        "data = default_collate([dataset[i] for i in range(len(dataset))])\n"
-                        "data = tree_map(lambda t: t.to('cuda'), data)\n"
-                        "loader = DataLoader(range(len(dataset)), ...,   # same batch_size, shuffle\n"
-                        "    collate_fn=lambda idx: tree_map(lambda t: t[torch.as_tensor(idx, device='cuda')], data))"),
+                   code="class Preloaded(Dataset):   # every sample once, on the GPU (deterministic work only)\n"
+                        "    def __init__(self, ds):\n"
+                        "        self.data = tree_map(lambda t: t.to('cuda'), default_collate([ds[i] for i in range(len(ds))]))\n"
+                        "        self.n = len(ds)\n"
+                        "    def __len__(self):\n"
+                        "        return self.n\n"
+                        "    def __getitems__(self, idx):   # a whole batch's indices: one gather\n"
+                        "        i = torch.as_tensor(idx).pin_memory().to('cuda', non_blocking=True)\n"
+                        "        return tree_map(lambda t: t[i], self.data)\n\n"
+                        "loader = DataLoader(Preloaded(dataset), ..., collate_fn=lambda batch: batch)   # same batch_size, shuffle"),
         "alternatives": ["precompute-samples", "uint8-inputs"],
     }

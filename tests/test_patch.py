@@ -406,23 +406,28 @@ def test_model_fixes_follow_the_model_binding_from_a_real_run_config():
 
 
 def test_preload_dataset_patch_gathers_batches_from_collated_tensors(cifar):
+    """The dataset collated once (a module-level class before the function), the DataLoader
+    keeping its sampler, and each batch one gather through __getitems__: the patched script
+    trains on the very same batches (same losses, step by step)."""
+    before = run(cifar, "--steps", "3", "--batch-size", "8", "--num-samples", "64", "--device", "cpu", "--log-every", "1")
     config = config_for(cifar, "model", "inputs")
     diff, notes = make_patch(str(cifar), [{"intervention": "preload-dataset", "params": {"device": "cpu"}}], config)
     assert notes[0]["applied"], notes
     apply(cifar, diff)
     tree = ast.parse(cifar.read_text())
+    cls = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "_PreloadedOnDevice")
+    assert {f.name for f in cls.body if isinstance(f, ast.FunctionDef)} >= {"__len__", "__getitems__"}
+    assert tree.body.index(cls) < next(i for i, s in enumerate(tree.body) if isinstance(s, ast.FunctionDef) and s.name == "main")
     loader = calls(tree, "DataLoader")[0]
     dl = kwargs(loader)
-    assert ast.unparse(loader.args[0]) == "range(len(dataset))"
+    assert ast.unparse(loader.args[0]) == "_PreloadedOnDevice(dataset, 'cpu')"
     assert literal(dl["num_workers"]) == 0 and literal(dl["pin_memory"]) is False
     assert literal(dl["shuffle"]) is True and literal(dl["drop_last"]) is True  # the sampler is unchanged
-    assert "_preloaded" in ast.unparse(dl["collate_fn"])
-    body = block_with(tree, ast.unparse(next(s for s in ast.walk(tree) if isinstance(s, ast.Assign)
-                                             and ast.unparse(s.targets[0]) == "loader")))
-    pre = next(i for i, s in enumerate(body) if isinstance(s, ast.Assign) and ast.unparse(s.targets[0]) == "_preloaded")
-    assert ast.unparse(body[pre + 1].targets[0]) == "loader"
+    assert ast.unparse(dl["collate_fn"]) == "lambda batch: batch"
     out = run(cifar, "--steps", "3", "--batch-size", "8", "--num-samples", "64", "--device", "cpu", "--log-every", "1")
     assert "done: 3 steps" in out.stdout
+    losses = [ln.split(" loss ")[1] for ln in before.stdout.splitlines() if " loss " in ln]
+    assert losses and losses == [ln.split(" loss ")[1] for ln in out.stdout.splitlines() if " loss " in ln]
 
 
 def test_loader_fixes_replaced_by_the_preloaded_dataset_say_so(cifar):

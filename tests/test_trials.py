@@ -72,7 +72,7 @@ def test_patch_applies_and_has_the_effect(slow_run):
     text = (work / "slow_loader.py").read_text()
     kept = [f["name"] for f in json.loads((tmp / "run" / "run.json").read_text())["trial_summary"]["stack"]]
     if "preload-dataset" in kept:  # the samples are collated once; batches are gathered in the main process
-        assert "_preloaded = " in text and "DataLoader(range(len(" in text and "num_workers=0" in text
+        assert "class _PreloadedOnDevice" in text and "DataLoader(_PreloadedOnDevice(" in text and "num_workers=0" in text
     else:
         assert re.search(r"num_workers=[1-9]", text) and "persistent_workers=True" in text
 

@@ -75,6 +75,11 @@ class SourceFile:
         hits = [(e - s, st) for st, s, e in self.stmts if s <= line <= e]
         return min(hits, key=lambda t: t[0])[1] if hits else None
 
+    def top_stmt_at(self, line: int):
+        """The module-level statement holding this line (the def of the function it is in)."""
+        hits = [(e - s, st) for st, s, e in self.stmts if s <= line <= e and isinstance(self.parent.get(st), cst.Module)]
+        return max(hits, key=lambda t: t[0])[1] if hits else None
+
     def block_of(self, stmt) -> list:
         return list(self.parent[stmt].body)
 
@@ -187,12 +192,16 @@ class PatchContext:
     def on_node(self, f: SourceFile, node, fn: Callable) -> None:
         self.edits.append(Edit("node", f, node=node, fn=fn))
 
-    def insert(self, f: SourceFile, anchor, code: str, *, after: bool, prio: int, blank: bool = False) -> None:
+    def insert(self, f: SourceFile, anchor, code: str, *, after: bool, prio: int, blank: bool = False,
+               lines_before: int = 0) -> None:
         key = f"{'after' if after else 'before'}:{id(anchor)}:{code}"
         if any(e.key == key for e in self.edits):
             return
+        stmt = cst.parse_statement(code)
+        if lines_before:  # a definition at module level: blank lines as PEP 8 has them
+            stmt = stmt.with_changes(leading_lines=[cst.EmptyLine()] * lines_before)
         self.edits.append(Edit("after" if after else "before", f, node=anchor,
-                               stmt=cst.parse_statement(code), prio=prio, key=key, blank=blank))
+                               stmt=stmt, prio=prio, key=key, blank=blank))
         if "torch." in code:
             self.need_torch(f)
 

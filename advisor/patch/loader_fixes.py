@@ -175,28 +175,57 @@ def precompute_samples(ctx: PatchContext, fix: dict, p: dict) -> dict:
                    warning="only for deterministic per-sample work: advisor checked that dataset[i] repeats")
 
 
+# The dataset preload-dataset's edit wraps the script's in: defined once, at module level, before
+# the function that makes the DataLoader. The loader hands __getitems__ a batch's indices at
+# once (torch's batched fetch), so no Python runs per sample: a DataLoader over range(n) with a
+# gathering collate_fn still built 2048 index objects a batch, ~1 ms of host time on an H100
+# host, and the patched example ran at 76-89% of the control as plain python.
+PRELOADED_CLASS = '''
+class _PreloadedOnDevice(torch.utils.data.Dataset):
+    """Every sample of `dataset` computed once and collated on `device`; a batch is one gather
+    (added by advisor's preload-dataset fix: deterministic per-sample work only)."""
+
+    def __init__(self, dataset, device):
+        samples = torch.utils.data.default_collate([dataset[i] for i in range(len(dataset))])
+        self.data = torch.utils._pytree.tree_map(lambda t: t.to(device), samples)
+        self.device, self.n = torch.device(device), len(dataset)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return torch.utils._pytree.tree_map(lambda t: t[i], self.data)
+
+    def __getitems__(self, indices):
+        i = torch.as_tensor(indices)
+        if self.device.type == "cuda":  # pinned, so that the copy does not wait for the GPU
+            i = i.pin_memory().to(self.device, non_blocking=True)
+        return torch.utils._pytree.tree_map(lambda t: t[i], self.data)
+'''.strip() + "\n"
+
+
 def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
-    """preload-dataset: every sample collated once onto the device; the DataLoader then
-    shuffles and batches indices, and its collate_fn gathers each batch there."""
+    """preload-dataset: every sample collated once onto the device (_PreloadedOnDevice); the
+    DataLoader still shuffles and batches the indices, and each batch is one gather there."""
     f, call, here, text = _dataset_named(ctx, fix, "preload")
     if find_arg(call, "collate_fn", 6) is not None:
         raise SkipFix(f"the DataLoader at {here} has its own collate_fn")
     device = device_type(ctx, p)
-    stmt = f.stmt_at(f.line_of(call))
-    ctx.insert(f, stmt, f"_preloaded = torch.utils._pytree.tree_map(lambda t: t.to({device!r}), "
-                        f"torch.utils.data.default_collate([{text}[i] for i in range(len({text}))]))",
-               after=False, prio=PRIO_INPUT)
-    # the indices go through pinned memory: a pageable copy would wait for the GPU to drain
-    index = "torch.as_tensor(idx)" if device == "cpu" else f"torch.as_tensor(idx).pin_memory().to({device!r}, non_blocking=True)"
-    gather = f"lambda idx: torch.utils._pytree.tree_map(lambda t, i={index}: t[i], _preloaded)"
+    top = f.top_stmt_at(f.line_of(call))
+    body = list(f.module.body)
+    k = body.index(top) if top in body else 0
+    if k > 0:
+        ctx.insert(f, body[k - 1], PRELOADED_CLASS, after=True, prio=PRIO_INPUT, lines_before=2)
+    else:
+        ctx.insert(f, top or f.stmt_at(f.line_of(call)), PRELOADED_CLASS, after=False, prio=PRIO_INPUT)
 
     def edit(c: cst.Call) -> cst.Call:
         c = remove_arg(remove_arg(c, "persistent_workers"), "prefetch_factor")
-        c = set_arg(c, "dataset", f"range(len({text}))", 0)
-        return set_args(c, [("num_workers", "0", _DL_POS["num_workers"]), ("collate_fn", gather, 6),
+        c = set_arg(c, "dataset", f"_PreloadedOnDevice({text}, {device!r})", 0)
+        return set_args(c, [("num_workers", "0", _DL_POS["num_workers"]), ("collate_fn", "lambda batch: batch", 6),
                             ("pin_memory", "False", _DL_POS["pin_memory"])])
     ctx.on_node(f, call, edit)
-    return applied(here, [f"{text} collated once onto {device} (_preloaded) before the DataLoader",
-                          f"DataLoader(range(len({text})), ..., collate_fn=<gather from _preloaded>, "
+    return applied(here, [f"{text} collated once onto {device} (class _PreloadedOnDevice, at module level)",
+                          f"DataLoader(_PreloadedOnDevice({text}, {device!r}), ..., collate_fn=lambda batch: batch, "
                           "num_workers=0, pin_memory=False)"],
                    warning="only for deterministic per-sample work that fits in device memory: advisor checked that dataset[i] repeats")
