@@ -196,7 +196,8 @@ def test_host_syncs_are_trialled_only_where_the_script_calls_item_and_the_host_w
     host waits in them: on an eager step that keeps the host busy throughout (0.02 ms blocked
     a step) deferring cannot show yet, and an H100 ladder tried it there three times in vain;
     compiled with CUDA graphs, the same calls blocked the host 0.69 ms a step and deferring
-    them gave 4.63 -> 3.69 ms."""
+    them gave 4.63 -> 3.69 ms. On another host the profiled compiled step blocked only 0.15 ms
+    (the profiler slows the host), and an estimate from that alone kept the trial away."""
     from advisor.candidates import candidates_from_findings
 
     def adv110(case):
@@ -209,11 +210,13 @@ def test_host_syncs_are_trialled_only_where_the_script_calls_item_and_the_host_w
     assert host_bound["fix"].get("suggest_only") and host_bound["severity"] == "info"
     assert "host is busy for the whole step" in host_bound["message"] and host_bound["estimated_gain_ms"] < 0.1
     assert any("train.py:88" in e for e in host_bound["evidence"])
-    compiled = adv110("gpu_run_h100_compiled_item_syncs")
-    assert compiled["severity"] == "warning" and not compiled["fix"].get("suggest_only")
-    assert compiled["fix"]["where"] == "examples/cifar_resnet.py:146"
-    assert 0.5 < compiled["estimated_gain_ms"] < 1.0  # min(blocked 0.69, GPU idle 1.71)
-    assert [c.name for c in candidates_from_findings([compiled], {"gpu_count": 1}, None)] == ["defer-syncs"]
+    for case in ("gpu_run_h100_compiled_item_syncs", "gpu_run_h100_compiled_item_syncs_b"):
+        compiled = adv110(case)
+        assert compiled["severity"] == "warning" and not compiled["fix"].get("suggest_only"), case
+        assert compiled["fix"]["where"] == "examples/cifar_resnet.py:146"
+        # the timed step's excess over the GPU's busy time: 0.92 and 0.87 ms (deferring gave 0.94)
+        assert 0.7 < compiled["estimated_gain_ms"] < 1.0, (case, compiled["estimated_gain_ms"])
+        assert [c.name for c in candidates_from_findings([compiled], {"gpu_count": 1}, None)] == ["defer-syncs"]
 
 
 def test_amp_never_advised_when_autocast_is_on():
