@@ -1,8 +1,10 @@
 """What the ladder tries next: a queued fix becomes one rung on its own, together with the
-small safe fixes queued beside it (a bundle), or after the fix it needs to pay (a partner).
+small safe fixes queued beside it (a bundle), or together with the fix it needs to pay (a
+partner); torch.compile waits behind the rest; a rejected fix comes back once the bottleneck
+has moved; and the queue is what the rules find on the kept stack's trace (requeue).
 
-Both follow the tutorials' ladders (AMP -> channels_last -> set_to_none/fused/benchmark) and
-both save processes, each a 10-20 s run of the user's script on a GPU host.
+The rungs follow the tutorials' ladders (AMP -> channels_last -> set_to_none/fused/benchmark)
+and save processes, each a 10-20 s run of the user's script on a GPU host.
 """
 
 from __future__ import annotations
