@@ -145,7 +145,10 @@ class _Ladder:
                 if cand.name in APART:
                     self.result["apart"].append(cand)
                     continue
-                pair = rungs.with_partner(cand, self.queue, self.ref_config, self._done())
+                # A retry may bring back a partner that was rejected beside it for the same
+                # reason (both as slow on a host-bound step): only a kept one stays out.
+                done = self._done() - (set(self.slow) if cand.key in self.retried else set())
+                pair = rungs.with_partner(cand, self.queue, self.ref_config, done)
                 if pair is not None:
                     self.say(f"{cand.key} pays on NCHW convolutions with {pair.members[0].key}: trialled together")
                 cand = pair or self._bundle(cand)

@@ -230,6 +230,21 @@ def test_a_fix_rejected_on_a_host_bound_step_is_tried_again_once_the_gpu_bounds_
     assert "tried again after the stack changed" in _rec(result, "03-")["reason"]
 
 
+def test_amp_tried_again_brings_back_its_rejected_partner(tmp_path, monkeypatch):
+    """On a host-bound eager step channels_last + AMP and channels_last alone were both
+    rejected; once compile makes the step GPU-bound, AMP comes back with channels_last as one
+    rung (an H100 ladder retried AMP alone there and never got channels_last back)."""
+    base = {**_timed(100.0), "config": {"parameters": {"value": {"conv_memory_format": "contiguous"}}}}
+    speeds = {(): [100.0], (PAIR,): [101.0], ("channels-last",): [99.5], (RO,): [70.0], (RO, PAIR): [45.0]}
+    idle = {(PAIR,): 0.7, ("channels-last",): 0.7, (RO,): 0.3, (RO, PAIR): 0.1}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
+                              environment={"gpu_count": 1}, baseline=base, rules=[_finding("amp", 5.0)], idle=idle)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-channels-last+amp", "02-channels-last",
+                                     "03-torch-compile-reduce-overhead", "04-channels-last+amp"]
+    assert _rec(result, "04-")["status"] == "accepted"
+    assert [c["name"] for c in result["stack"]] == ["torch-compile", "channels-last", "amp"]
+
+
 def test_no_retry_while_the_bottleneck_stays(tmp_path, monkeypatch):
     """The same 1.4x, with the GPU as idle as before: AMP is not tried again."""
     amp, ro = "amp(dtype=bfloat16)", RO
