@@ -106,6 +106,8 @@ def merge_child_results(analysis: dict | None, child: dict) -> None:
         analysis["measured"] = {"steps": len(times), "step_ms": window / len(times),
                                 "data_wait_ms_per_step": sum(waits) / len(times),
                                 "data_wait_frac": sum(waits) / window, "longest_data_wait_ms": max(waits)}
+        if child.get("item_waits"):  # the host's waits in .item() on device tensors, unprofiled
+            analysis["measured"]["item_wait_ms_per_step"] = float(child.get("item_wait_ms") or 0.0) / len(times)
     mem = analysis.setdefault("memory", {}) or {}
     analysis["memory"] = mem
     cm = child.get("memory") or {}

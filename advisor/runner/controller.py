@@ -74,6 +74,8 @@ class Controller:
         self.interventions_applied: list[str] = []
         self._t_warm = perf_counter()
         self.data_acc = 0.0         # seconds blocked in DataLoader __next__ this step
+        self.item_wait_s = 0.0      # seconds in .item() on device tensors, timed window (Hooks._time_item)
+        self.item_waits = 0
 
         self.cur_loss = None        # detached tensor .backward() was first called on this step
         self._loss_refs: list = []  # per step: tensor | float | None
@@ -155,6 +157,7 @@ class Controller:
             "settle_steps": self.settled,
             "warmup_step_times_ms": [round(x, 4) for x in self.warmup_step_times_ms],
             "data_wait_ms": [round(x, 4) for x in self.window.data_wait_ms],
+            "item_wait_ms": round(self.item_wait_s * 1e3, 4), "item_waits": self.item_waits,
             "losses": self._losses(),
             "batch_size": self.batch_size,
             "batch_size_source": self.batch_size_source,
@@ -336,6 +339,7 @@ class Controller:
             self.settled += 1
             if not self.settle:
                 self.data_acc = 0.0
+                self.item_wait_s, self.item_waits = 0.0, 0
                 self.window.start()
         elif phase == "measure":
             last = self.window.step(self.data_acc)
@@ -390,6 +394,7 @@ class Controller:
         self.save()
         self.progress("measuring", self.steps_seen)
         self.data_acc = 0.0
+        self.item_wait_s, self.item_waits = 0.0, 0
         self.settle = self._settle_n
         self._t_warm = perf_counter()
         if not self.settle:
