@@ -3,7 +3,12 @@
 What it does:
     Counts calls that make the CPU wait for the GPU within each step:
     ``cudaDeviceSynchronize``/``cudaStreamSynchronize``, blocking device→host copies, and the
-    ATen ops behind ``.item()``, ``.cpu()``, ``.tolist()``, printing a CUDA tensor.
+    ATen ops behind ``.item()``, ``.cpu()``, ``.tolist()``, printing a CUDA tensor. Then asks
+    whether the host actually waits in them: the runner times ``.item()`` on device tensors in
+    the timed window (else the profiled trace's blocked time is used). Where it waits, the
+    gain estimate is the timed step's excess over the GPU's busy time; where it does not (the
+    host is busy the whole step, loader- or launch-bound), the finding is info and the fix is
+    not trialled yet (the rules run again on every kept stack).
 
 Why is this bad:
     A sync drains the GPU's queue: the CPU stops launching until all queued work finishes,
