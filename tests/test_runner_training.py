@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import subprocess
+import sys
 import os
 
 import pytest
@@ -214,6 +216,45 @@ def test_compiled_model_is_not_recompiled_when_the_window_opens(tmp_path, capfd)
     warm = res["warmup_step_times_ms"]
     assert len(warm) == 2 + 1
     assert warm[0] > 10 * times[len(times) // 2] and max(warm[1:]) < 20 * times[len(times) // 2], warm
+
+
+def test_item_inside_a_compiled_function_is_not_recompiled_when_the_window_opens(tmp_path, capfd):
+    """advisor wraps .item() (the timed window's waits, the loop's call sites): traced by
+    torch.compile, the wrappers read no state of advisor's, so opening the window (a state
+    change) recompiles nothing; the .item() itself splits the graph, as it would in python."""
+    script = write(tmp_path / "compiled_item.py", f"""
+        import torch
+        from torch._dynamo.utils import counters
+        model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+        @torch.compile
+        def loss_of(x):
+            loss = model(x).pow(2).mean()
+            scale = 1.0 if loss.item() < 1e9 else 0.5   # a host read inside compiled code
+            return loss * scale
+
+        x = torch.randn(32, 16)
+        for i in range(10000):
+            loss_of(x).backward()
+            opt.step()
+            opt.zero_grad()
+            with open({str(tmp_path / 'graphs.txt')!r}, "w") as f:
+                f.write(str(counters["stats"]["unique_graphs"]))
+    """)
+    res, *_ = run_advised(capfd, script, ["compiled_item.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
+                          warmup_steps=2, profile_steps=1, measure_steps=6, measure_min_s=0)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    graphs = int((tmp_path / "graphs.txt").read_text())
+    plain = subprocess.run([sys.executable, "-c", _graphs_in_plain_python(script)], capture_output=True, text=True,
+                           timeout=300, cwd=str(tmp_path))
+    assert graphs == int(plain.stdout.strip()), (graphs, plain.stdout, plain.stderr[-2000:])
+
+
+def _graphs_in_plain_python(script) -> str:
+    """The script's loop for 12 steps as plain python, printing torch.compile's graph count."""
+    body = open(script).read().replace("range(10000)", "range(12)")
+    return body + "\nprint(counters['stats']['unique_graphs'])\n"
 
 
 def test_advisor_step_is_noop_outside_advisor(tmp_path):

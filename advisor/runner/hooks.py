@@ -393,7 +393,9 @@ class Hooks:
 
         @functools.wraps(orig)
         def item(t):
-            if c.phase != "measure" or c.settle or t.is_cpu or _is_compiling():
+            # is_compiling first: traced by torch.compile, the wrapper then reads no controller
+            # state, so no guard on it recompiles the model when the window opens
+            if _is_compiling() or t.is_cpu or c.phase != "measure" or c.settle:
                 return orig(t)
             t0 = perf_counter()
             try:
