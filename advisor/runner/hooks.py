@@ -413,7 +413,7 @@ class Hooks:
 
         @functools.wraps(orig)
         def item(t):
-            if hooks.loop_active and not _is_compiling():
+            if not _is_compiling() and hooks.loop_active:  # compile first: no guard on the flag
                 try:
                     hooks.obs.on_item(sys._getframe(1), c.steps_seen, not t.is_cpu)
                 except Exception as e:
