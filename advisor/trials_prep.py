@@ -22,9 +22,9 @@ class TrialsPrep:
         if self.started or stage not in AFTER_WINDOW:
             return
         self.started = True
-        threading.Thread(target=_import_ladder, daemon=True).start()
-        from advisor.trials import _start_warm
+        from advisor.trials import _start_warm  # here, before the thread imports the rest
 
+        threading.Thread(target=_import_ladder, daemon=True).start()
         self.warm = _start_warm(self.cwd, self.stdout_to_stderr)
 
     def take_warm(self):
