@@ -148,7 +148,7 @@ class _Ladder:
                 # A retry may bring back a partner that was rejected beside it for the same
                 # reason (both as slow on a host-bound step): only a kept one stays out.
                 done = self._done() - (set(self.slow) if cand.key in self.retried else set())
-                pair = rungs.with_partner(cand, self.queue, self.ref_config, done)
+                pair = self._named(rungs.with_partner(cand, self.queue, self.ref_config, done))
                 if pair is not None:
                     self.say(f"{cand.key} pays on NCHW convolutions with {pair.members[0].key}: trialled together")
                 cand = pair or self._bundle(cand)
@@ -164,6 +164,12 @@ class _Ladder:
             self.result["interrupted"] = True  # result["stack"] holds what was committed so far
         return self.result
 
+    def _named(self, pair: Candidate | None) -> Candidate | None:
+        """Under --fix, a pair only when both fixes are named (the user asked for these)."""
+        if pair is None or not self.ctx.only or all(m.name in self.ctx.only for m in pair.members):
+            return pair
+        return None
+
     def _kept(self) -> set[str]:
         return {a["name"] for a in self.ctx.applied} | {p.name for c in self.stack for p in c.parts}
 
@@ -173,6 +179,8 @@ class _Ladder:
     def _bundle(self, cand: Candidate) -> Candidate | None:
         """cand, or one rung with every small safe fix queued beside it (rungs.BUNDLED); members
         that cannot apply to the script are recorded as skipped and left out."""
+        if self.ctx.only:  # --fix names the fixes to trial: each is measured on its own
+            return cand
         members, self.queue = rungs.take_bundle(cand, self.queue, self._done())
         if len(members) == 1:
             return cand

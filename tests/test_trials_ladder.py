@@ -22,7 +22,8 @@ def _finding(fix: str, gain: float) -> dict:
 
 
 def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environment: dict | None = None,
-           baseline: dict | None = None, rules: list[dict] | None = None, idle: dict | None = None):
+           baseline: dict | None = None, rules: list[dict] | None = None, idle: dict | None = None,
+           only: set[str] | None = None):
     """Run the ladder; speeds maps a stack (tuple of candidate keys) to the ms/step of its
     successive runs (the last one repeats), or to a whole child result. rules: what the rules
     find on every trial's trace (each trial then has one; idle: a stack's GPU idle share in
@@ -54,7 +55,7 @@ def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environmen
     monkeypatch.setattr(trials, "_run", fake_run)
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
                               baseline=baseline or _timed(100.0), baseline_findings=findings,
-                              environment=environment or {}, progress=lines.append)
+                              environment=environment or {}, progress=lines.append, only=only)
     return trials.run_trials(ctx), calls, lines
 
 
@@ -320,6 +321,17 @@ def test_small_safe_fixes_are_trialled_together_as_one_rung(tmp_path, monkeypatc
     assert rung["interventions"] == ["tf32", BUNDLE]
     assert [c["name"] for c in result["stack"]] == ["tf32", "set-to-none", "cudnn-benchmark", "fused-optimizer"]
     assert any("trialled together" in line for line in lines)
+
+
+def test_named_fixes_are_measured_each_on_their_own(tmp_path, monkeypatch):
+    """--fix names what to trial: no bundle, and no partner the user did not name."""
+    base = {**_timed(100.0), "config": {"parameters": {"value": {"conv_memory_format": "contiguous"}}}}
+    speeds = {(): [100.0], ("set-to-none",): [90.0], ("set-to-none", "cudnn-benchmark"): [80.0],
+              ("set-to-none", "cudnn-benchmark", "amp(dtype=bfloat16)"): [70.0]}
+    _, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0),
+                                                          _finding("amp", 1.0)],
+                         baseline=base, only={"set-to-none", "cudnn-benchmark", "amp"})
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark", "03-amp"]
 
 
 def test_a_bundle_leaves_out_a_member_that_cannot_apply(tmp_path, monkeypatch):
