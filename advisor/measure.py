@@ -31,6 +31,12 @@ def step_ms(child: dict) -> float | None:
     return median_step_ms(child)
 
 
+def mean_step_ms(runs: list[dict]) -> float | None:
+    """The mean step of several runs of one configuration (runs without steps left out)."""
+    times = [t for t in (step_ms(r) for r in runs) if t]
+    return statistics.fmean(times) if times else None
+
+
 def warmup_cost_s(child: dict) -> float | None:
     """Seconds the untimed steps after the first took beyond the steady step: compilation,
     CUDA graph recording, cuDNN autotuning. The first step is left out (it also holds the

@@ -12,7 +12,6 @@ could turn on that one run (advisor.verdicts.retime_reference).
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,8 +188,7 @@ class _Ladder:
             self.tried.add(m.key)
             why = interventions.get(m.name).not_applicable(self.ref_config, self.ctx.environment, m.params)
             if why:
-                self.trials.append({"name": m.key, "fix": m.name, "params": m.params, "status": "skipped",
-                                    "reason": why, "origin": m.origin, "interventions": []})
+                self._skipped(m, why)
             else:
                 applicable.append(m)
         if not applicable:
@@ -263,8 +261,7 @@ class _Ladder:
         mod = rungs.module_for(cand)
         why = mod.not_applicable(self.ref_config, ctx.environment, cand.params)
         if why:
-            self.trials.append({"name": cand.key, "fix": cand.name, "params": cand.params, "status": "skipped",
-                                "reason": why, "origin": cand.origin, "interventions": []})
+            self._skipped(cand, why)
             self._fall_back(cand, "skipped")
             return
         self.n += 1
@@ -282,7 +279,7 @@ class _Ladder:
         rec.update(status=status, reason=reason, gain_vs_previous=gain, threshold=used,
                    runs=len(runs), reference_runs=len(self.ref_runs), noise_at_verdict=self.noise)
         if len(runs) > 1:
-            rec["step_time_ms"] = statistics.fmean(measure.step_ms(r) for r in runs)
+            rec["step_time_ms"] = measure.mean_step_ms(runs)
             rec["speedup_vs_baseline"] = measure.plus_one(measure.pooled_gain(runs, self.groups[0]))
             if rec.get("batch_size"):
                 rec["samples_per_s"] = rec["batch_size"] * 1000.0 / rec["step_time_ms"]
@@ -299,6 +296,11 @@ class _Ladder:
         self._fall_back(cand, rec["status"])
         if any(p.key in self.retried for p in cand.parts):
             rec["reason"] += " (tried again after the stack changed)"
+
+    def _skipped(self, cand: Candidate, why: str) -> None:
+        """The record of a fix that cannot apply to this script (no process ran)."""
+        self.trials.append({"name": cand.key, "fix": cand.name, "params": cand.params, "status": "skipped",
+                            "reason": why, "origin": cand.origin, "interventions": []})
 
     def _fall_back(self, cand: Candidate, status: str) -> None:
         """The candidate's fallback runs next when the verdict is one it falls back on
@@ -387,8 +389,7 @@ class _Ladder:
                 alt = alt.fallback
 
     def _ref_ms(self) -> float:
-        times = [t for t in (measure.step_ms(r) for r in self.ref_runs) if t]
-        return statistics.fmean(times) if times else 0.0
+        return measure.mean_step_ms(self.ref_runs) or 0.0
 
 
 def _out_of_budget(ctx: TrialContext) -> bool:

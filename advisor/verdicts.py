@@ -78,10 +78,9 @@ def regime_noise(groups: list[list[dict]], ref_runs: list[dict]) -> float | None
     """The noise of configurations that run like the current reference (mean step within
     2x of it): a loader-bound baseline on a busy host spreads 10-30% between runs, the
     GPU-bound stacks after it 1-2%, and the comparison at hand is between the latter."""
-    ref = [measure.step_ms(r) for r in ref_runs if measure.step_ms(r)]
-    if not ref:
+    centre = measure.mean_step_ms(ref_runs)
+    if centre is None:
         return None
-    centre = statistics.fmean(ref)
     near = [g for g in groups if g and 0.5 <= statistics.fmean([measure.step_ms(r) or centre for r in g]) / centre <= 2.0]
     return measure.pooled_noise(near)
 
