@@ -35,9 +35,7 @@ class WarmChild:
         self.dir = tempfile.mkdtemp(prefix="advisor-warm-")
         self.fifo = os.path.join(self.dir, "spec")
         os.mkfifo(self.fifo)
-        self.proc = subprocess.Popen([sys.executable, BOOTSTRAP, "--wait", self.fifo], cwd=cwd or None,
-                                     start_new_session=True,
-                                     stdout=sys.stderr.fileno() if stdout_to_stderr else None)
+        self.proc = _spawn(["--wait", self.fifo], cwd, stdout_to_stderr)
 
     def fits(self, cwd: str | None, stdout_to_stderr: bool) -> bool:
         return self.proc.poll() is None and (cwd or None) == (self.cwd or None) \
@@ -69,6 +67,13 @@ class WarmChild:
         import shutil
 
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _spawn(args: list[str], cwd: str | None, stdout_to_stderr: bool) -> subprocess.Popen:
+    """bootstrap.py in a new session (its own process group, killed as one), in the script's
+    cwd; ``stdout_to_stderr`` (--json): the script's prints go to stderr."""
+    return subprocess.Popen([sys.executable, BOOTSTRAP, *args], cwd=cwd or None, start_new_session=True,
+                            stdout=sys.stderr.fileno() if stdout_to_stderr else None)
 
 
 # ---------------------------------------------------------------------- validation
@@ -182,7 +187,6 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     profile_n = int(spec.get("profile_steps", 3))
     # +1: the profiler's own warmup step (see controller.py)
     total = int(spec.get("warmup_steps", 5)) + int(spec.get("measure_steps", 20)) + (profile_n + 1 if profile_n else 0)
-    cmd = [sys.executable, BOOTSTRAP, spec_path]
     t0, spawned = time.monotonic(), time.time()
     # stdout_to_stderr: `--json` keeps stdout for advisor's JSON alone; the script's prints
     # still reach the terminal, on stderr.
@@ -191,8 +195,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     if proc is None:
         if warm is not None:
             warm.close()
-        proc = subprocess.Popen(cmd, cwd=spec.get("cwd") or None, start_new_session=True,
-                                stdout=sys.stderr.fileno() if stdout_to_stderr else None)
+        proc = _spawn([spec_path], spec.get("cwd"), stdout_to_stderr)
     pgid = proc.pid  # a new session: the child leads its own process group
 
     signals = {"int": 0}
