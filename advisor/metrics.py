@@ -291,12 +291,11 @@ def _syncs(model: TraceModel, win: np.ndarray, n: int) -> dict:
     for name, ok in zip(names, inside.tolist()):
         if ok:
             counts[name] = counts.get(name, 0) + 1
-    blocked = blocked_ms_per_step(model, lambda t: in_windows(t, win))
     return {
         "syncs_per_step": float(inside.sum()) / n,
         # host time blocked in them, profiled (the profiler slows the host, so this can
         # understate the unprofiled waits: the runner times .item() in the window too)
-        "sync_blocked_ms_per_step": None if blocked is None else blocked / n,
+        "sync_blocked_ms_per_step": blocked_ms_per_step(model, win),
         "syncs": [{"name": k, "per_step": v / n} for k, v in sorted(counts.items(), key=lambda x: -x[1])],
         "sync_calls_per_step": {k: float(in_windows(v, win).sum()) / n for k, v in raw.items()},
     }

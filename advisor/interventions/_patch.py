@@ -7,6 +7,8 @@ import threading
 
 import torch
 
+from advisor.interventions import NOT_APPLIED  # torch-free, for the ladder in the parent
+
 _state = threading.local()
 
 
@@ -89,9 +91,6 @@ def before_backward(fn) -> None:
 
 def accelerator() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-from advisor.interventions import NOT_APPLIED  # noqa: E402  (torch-free, for the parent)
 
 
 def not_applied(name: str, reason: str) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor.trace.intervals import in_windows
 from advisor.trace.model import TraceModel
 
 SYNC_CALLS = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
@@ -45,15 +46,15 @@ def _blocking_runtime_rows(model: TraceModel) -> np.ndarray:
     return np.flatnonzero(blocking)
 
 
-def blocked_ms_per_step(model: TraceModel, inside) -> float | None:
+def blocked_ms_per_step(model: TraceModel, win: np.ndarray) -> float | None:
     """Host time per step spent in blocking runtime calls (the CPU waiting for the GPU), from
-    the calls' durations; inside(ts) says which fall in the steps. None without runtime
-    events (a CPU-only trace, or one recorded without them): not measured, not zero."""
+    the calls' durations inside the step windows ``win`` (n, 2). None without runtime events
+    (a CPU-only trace, or one recorded without them): not measured, not zero."""
     if not len(model.runtime):
         return None
     rows = _blocking_runtime_rows(model)
     rt = model.runtime
-    return float(rt.dur[rows][inside(rt.ts[rows])].sum()) / 1000
+    return float(rt.dur[rows][in_windows(rt.ts[rows], win)].sum()) / 1000 / max(len(win), 1)
 
 
 def _top_level_ops(model: TraceModel) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
