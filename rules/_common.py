@@ -83,4 +83,3 @@ def amp_fix(ctx) -> dict:
             + ("" if bf16_ok else "\n# fp16 needs a GradScaler: scaler = torch.amp.GradScaler()"))
     return fix("amp", changes_numerics=True, code=code, where=ctx.where("autocast"),
                dtype="bfloat16" if bf16_ok else "float16")
-
