@@ -55,6 +55,9 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=float, default=15.0, help="minutes for trials (default 15)")
     p.add_argument("--max-trials", type=int, default=16, help="most trials to run (default 16)")
     p.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before a trial is stopped (default 900)")
+    p.add_argument("--lookahead", type=int, default=None, metavar="N",
+                   help="trial processes started ahead on a guess of the next trial, each waiting at the "
+                        "script's first CUDA use (default: 2 with 8+ cores, 1 with 4+, 0 below; 0 turns it off)")
     _add_rule_options(p)
     p.add_argument("--json", action="store_true",
                    help="print machine-readable results on stdout (the script's own output goes to stderr)")
@@ -219,11 +222,12 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: flo
         script=script, script_args=script_args, run_dir=run_dir, opts=opts, baseline=child,
         baseline_findings=doc["findings"], environment=doc["environment"], budget_s=ns.budget * 60.0,
         max_trials=ns.max_trials, trial_timeout=ns.trial_timeout,
-        only=ns.fix_names, applied=ns.applied, stdout_to_stderr=ns.json, warm=warm,
+        only=ns.fix_names, applied=ns.applied, stdout_to_stderr=ns.json, warm=warm, lookahead=ns.lookahead,
         progress=lambda line: err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False))
     result = trials.run_trials(ctx)
     doc["trials"] = result["trials"]
-    doc["trial_summary"] = {k: result.get(k) for k in ("noise", "threshold", "stack", "interrupted", "processes")}
+    doc["trial_summary"] = {k: result.get(k) for k in ("noise", "threshold", "stack", "interrupted", "processes",
+                                                       "lookahead")}
     if result["interrupted"]:
         doc["incomplete_reasons"].append("trials interrupted (Ctrl-C): the report shows what finished")
     if result["stack"]:

@@ -144,6 +144,7 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
         "steps_measured": len(step_times(child)),
         "elapsed_s": child.get("elapsed_s"),
         "started_warm": child.get("started_warm"),  # its process was started ahead (python, torch)
+        "started_held": child.get("started_held"),  # ... on a guess of this trial, held at its CUDA use
         "startup_s": startup_s(child),
         "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
         "warmup_cost_s": warmup_cost_s(child),
@@ -157,13 +158,15 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
     }
 
 
-STARTUP_MILESTONES = ("install", "script", "cuda_init", "cuda_ready", "first_step")
+STARTUP_MILESTONES = ("install", "script", "held", "released", "cuda_init", "cuda_ready", "first_step")
 
 
 def startup_s(child: dict) -> dict:
     """Seconds from the process's spawn (or, started ahead, its go) to each start-up milestone
     the child noted: install (python and torch imported), script (its first line),
-    cuda_init/cuda_ready (its first CUDA use), first_step (the end of its first step)."""
+    cuda_init/cuda_ready (its first CUDA use), first_step (the end of its first step). A
+    process started on a guess (advisor.lookahead) counts from its release: what it did
+    before, up to its hold at the first CUDA use, is negative."""
     at = child.get("startup") or {}
     t0 = at.get("spawned")
     if not isinstance(t0, (int, float)):

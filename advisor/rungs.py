@@ -9,6 +9,7 @@ and save processes, each a 10-20 s run of the user's script on a GPU host.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from advisor import interventions, pipeline
@@ -138,3 +139,87 @@ def requeue(queue, child, analysis, model, ctx, tried) -> list[Candidate]:
     named = [q for q in queue if ctx.only and q.name in ctx.only and q.key not in fresh]
     kept = [c for c in fresh.values() if ctx.only is None or c.name in ctx.only]
     return sorted(kept + named, key=lambda c: -(c.est_gain_ms or 0.0))
+
+
+@dataclass
+class Pick:
+    """What pick() chose: the next rung (None: the queue is spent) and the ladder's state after
+    the choice. The ladder records `skipped` and says `notes`; a guess drops them."""
+    rung: Candidate | None
+    queue: list[Candidate]
+    tried: set[str]
+    apart: list[Candidate] = field(default_factory=list)             # measured apart, after the ladder
+    skipped: list[tuple[Candidate, str]] = field(default_factory=list)  # cannot apply: why
+    notes: list[str] = field(default_factory=list)
+
+
+def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dict, environment: dict,
+         only: set[str] | None = None, retried: frozenset = frozenset(), slow: frozenset = frozenset(),
+         apart: frozenset = frozenset()) -> Pick:
+    """The next rung to trial from the queue, as a pure function of the ladder's state (the
+    ladder's next step, and a guess at it for a process started ahead: advisor.lookahead).
+    kept: names of fixes kept (and --apply's); retried: keys tried again after the bottleneck
+    moved, whose partner rejected as slow (in `slow`) may come back; apart: names measured
+    apart (batch size); config: the kept stack's observed configuration."""
+    out = Pick(None, list(queue), set(tried))
+    while out.queue:
+        cand = out.queue.pop(0)
+        done = out.tried | kept
+        # A fix already kept is not stacked again, whatever its parameters: its group competed
+        # already (compile default on top of reduce-overhead compiled twice).
+        if cand.key in out.tried or cand.name in kept:
+            continue
+        if goes_last(cand, out.queue, done, apart):
+            out.queue.append(cand)
+            continue
+        out.tried.add(cand.key)
+        if cand.name in apart:
+            out.apart.append(cand)
+            continue
+        # A retry may bring back a partner that was rejected beside it for the same reason
+        # (both as slow on a host-bound step): only a kept one stays out.
+        pair = with_partner(cand, out.queue, config, done - (slow if cand.key in retried else set()))
+        if pair is not None and only and not all(m.name in only for m in pair.members):
+            pair = None  # under --fix, a pair only when both fixes are named
+        if pair is not None:
+            out.notes.append(f"{cand.key} pays on NCHW convolutions with {pair.members[0].key}: trialled together")
+            rung = pair
+        else:
+            rung = _bundled(cand, out, kept, config, environment, only)
+            if rung is None:
+                continue
+        why = module_for(rung).not_applicable(config, environment, rung.params)
+        if not why:
+            out.rung = rung
+            return out
+        out.skipped.append((rung, why))
+        if rung.fallback and "skipped" in rung.fallback_when:
+            out.notes.append(f"{rung.key} skipped: trying {rung.fallback.key} instead")
+            out.queue.insert(0, rung.fallback)
+    return out
+
+
+def _bundled(cand: Candidate, out: Pick, kept: set[str], config: dict, environment: dict,
+             only: set[str] | None) -> Candidate | None:
+    """cand, or one rung with every small safe fix queued beside it (BUNDLED); members that
+    cannot apply to the script are recorded as skipped and left out. Under --fix each named fix
+    is measured on its own."""
+    if only:
+        return cand
+    members, out.queue = take_bundle(cand, out.queue, out.tried | kept)
+    if len(members) == 1:
+        return cand
+    applicable = []
+    for m in members:
+        out.tried.add(m.key)
+        why = interventions.get(m.name).not_applicable(config, environment, m.params)
+        if why:
+            out.skipped.append((m, why))
+        else:
+            applicable.append(m)
+    if not applicable:
+        return None
+    rung = bundle(applicable)
+    if rung.members:
+        out.notes.append(f"{rung.key}: small safe fixes, trialled together (each alone is likely inside the noise)")
+    return rung

@@ -44,27 +44,38 @@ class TrialContext:
     progress: object = None         # callable(str) for one-line progress
     stdout_to_stderr: bool = False  # --json: the script's output must not mix with advisor's
     started: float = field(default_factory=time.monotonic)
-    warm: object = None             # runner.parent.WarmChild started ahead for the next process
+    warm: object = None             # runner.ahead.WarmChild started ahead for the first trial process
+    lookahead: int | None = None    # guesses started ahead of each trial (None: by the host, lookahead.py)
+    ahead: object = None            # lookahead.Lookahead, while the ladder runs
 
 
-def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> tuple[dict, dict | None, object]:
-    """One trial process. profile=False: a timing-only re-run (a confirmation round)."""
-    from advisor.runner.parent import run_child
-
-    trial_dir = ctx.run_dir / "trials" / name
-    trial_dir.mkdir(parents=True, exist_ok=True)
-    spec = pipeline.make_spec(ctx.script, ctx.script_args, trial_dir, ctx.opts,
+def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> dict:
+    spec = pipeline.make_spec(ctx.script, ctx.script_args, ctx.run_dir / "trials" / name, ctx.opts,
                               interventions=[*ctx.applied, *(s for c in stack for s in c.as_specs())], run_name=name)
     spec["tb_dir"] = str(ctx.run_dir / "tb")
     spec["sandbox_writes"] = True
     spec["seed"] = 0
     if not profile:
         spec["profile_steps"] = 0
-    # The next process starts now and imports torch while this one runs (~1 s a process);
-    # this one takes the process started during the previous run.
-    warm, ctx.warm = ctx.warm, _start_warm(spec.get("cwd"), ctx.stdout_to_stderr)
-    child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
-                      stdout_to_stderr=ctx.stdout_to_stderr, warm=warm)
+    return spec
+
+
+def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True,
+         guesses: list[tuple[str, list[Candidate]]] | None = None) -> tuple[dict, dict | None, object]:
+    """One trial process. profile=False: a timing-only re-run (a confirmation round).
+    guesses: (name, stack) of the trials likely to come next, started ahead while this one
+    runs (advisor.lookahead); None keeps the guesses already made."""
+    from advisor.runner.parent import run_child
+
+    spec = _spec(ctx, name, stack, profile)
+    held, warm = ctx.ahead.take(spec)
+    ctx.ahead.guess(None if guesses is None else [_spec(ctx, n, s) for n, s in guesses])
+    try:
+        child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
+                          stdout_to_stderr=ctx.stdout_to_stderr, warm=warm, held=held,
+                          on_progress=ctx.ahead.on_stage)
+    finally:
+        ctx.ahead.resume()
     if child.get("interrupted"):  # Ctrl-C reached the trial: stop the ladder, keep the rest
         raise KeyboardInterrupt
     analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])
@@ -72,23 +83,28 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     return child, analysis, model
 
 
-def _start_warm(cwd, stdout_to_stderr: bool):
-    from advisor.runner.parent import WarmChild
+def _trial_name(n: int, cand: Candidate) -> str:
+    values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
+    return f"{n:02d}-{cand.name}" + (f"-{'-'.join(values)}" if cand.group and values else "")
 
-    try:
-        return WarmChild(cwd, stdout_to_stderr)
-    except (OSError, AttributeError):  # no FIFO here (os.mkfifo), or no process: it starts cold
-        return None
+
+def _apart_name(cand: Candidate) -> str:
+    return f"apart-{cand.name}-x{cand.params.get('factor')}"
 
 
 def run_trials(ctx: TrialContext) -> dict:
     """Run the ladder; returns {"noise", "threshold", "trials": [...], "stack": [...], "apart": [...]}."""
+    from advisor.lookahead import Lookahead, default_count
+
+    ctx.ahead = Lookahead(ctx.run_dir, default_count(ctx.baseline, ctx.lookahead), str(Path.cwd()),
+                          ctx.stdout_to_stderr, ctx.warm)
+    ctx.warm = None
     try:
-        return _Ladder(ctx).run()
+        result = _Ladder(ctx).run()
+        result["lookahead"] = ctx.ahead.summary()
+        return result
     finally:
-        if ctx.warm is not None:  # started for a process that will not come
-            ctx.warm.close()
-            ctx.warm = None
+        ctx.ahead.close()  # what was started for processes that will not come
 
 
 class _Ladder:
@@ -119,9 +135,9 @@ class _Ladder:
         self.retried: set[str] = set()
         self.n = 0
 
-    def _process(self, name: str, stack: list[Candidate], profile: bool = True):
+    def _process(self, name: str, stack: list[Candidate], profile: bool = True, guesses=None):
         self.result["processes"] += 1
-        return _run(self.ctx, name, stack, profile)
+        return _run(self.ctx, name, stack, profile, guesses)
 
     def _pool(self, *runs_lists: list[dict]) -> None:
         self.groups = regroup(self.groups, *runs_lists)
@@ -129,28 +145,10 @@ class _Ladder:
 
     def run(self) -> dict:
         try:
-            self._reference()
             self.queue = candidates_from_findings(self.ctx.baseline_findings, self.ctx.environment, self.ctx.only)
+            self._reference()
             while self.queue:
-                cand = self.queue.pop(0)
-                # A fix already kept is not stacked again, whatever its parameters: its group
-                # competed already (compile default on top of reduce-overhead compiled twice).
-                if cand.key in self.tried or cand.name in self._kept():
-                    continue
-                if rungs.goes_last(cand, self.queue, self._done(), APART):
-                    self.queue.append(cand)
-                    continue
-                self.tried.add(cand.key)
-                if cand.name in APART:
-                    self.result["apart"].append(cand)
-                    continue
-                # A retry may bring back a partner that was rejected beside it for the same
-                # reason (both as slow on a host-bound step): only a kept one stays out.
-                done = self._done() - (set(self.slow) if cand.key in self.retried else set())
-                pair = self._named(rungs.with_partner(cand, self.queue, self.ref_config, done))
-                if pair is not None:
-                    self.say(f"{cand.key} pays on NCHW convolutions with {pair.members[0].key}: trialled together")
-                cand = pair or self._bundle(cand)
+                cand = self._pick()
                 if cand is None:
                     continue
                 self._trial(cand)
@@ -163,67 +161,74 @@ class _Ladder:
             self.result["interrupted"] = True  # result["stack"] holds what was committed so far
         return self.result
 
-    def _named(self, pair: Candidate | None) -> Candidate | None:
-        """Under --fix, a pair only when both fixes are named (the user asked for these)."""
-        if pair is None or not self.ctx.only or all(m.name in self.ctx.only for m in pair.members):
-            return pair
-        return None
+    def _pick(self) -> Candidate | None:
+        """The next rung (rungs.pick), its skipped fixes recorded and its notes said."""
+        p = rungs.pick(self.queue, self.tried, self._kept(), **self._pick_args())
+        self.queue, self.tried = p.queue, p.tried
+        self.result["apart"] += p.apart
+        for cand, why in p.skipped:
+            self._skipped(cand, why)
+        for line in p.notes:
+            self.say(line)
+        return p.rung
 
-    def _kept(self) -> set[str]:
-        return {a["name"] for a in self.ctx.applied} | {p.name for c in self.stack for p in c.parts}
+    def _pick_args(self) -> dict:
+        return dict(config=self.ref_config, environment=self.ctx.environment, only=self.ctx.only,
+                    retried=frozenset(self.retried), slow=frozenset(self.slow), apart=frozenset(APART))
 
-    def _done(self) -> set[str]:
-        return self.tried | self._kept()
+    def _kept(self, stack: list[Candidate] | None = None) -> set[str]:
+        return {a["name"] for a in self.ctx.applied} | {p.name for c in (self.stack if stack is None else stack)
+                                                         for p in c.parts}
 
-    def _bundle(self, cand: Candidate) -> Candidate | None:
-        """cand, or one rung with every small safe fix queued beside it (rungs.BUNDLED); members
-        that cannot apply to the script are recorded as skipped and left out."""
-        if self.ctx.only:  # --fix names the fixes to trial: each is measured on its own
-            return cand
-        members, self.queue = rungs.take_bundle(cand, self.queue, self._done())
-        if len(members) == 1:
-            return cand
-        applicable = []
-        for m in members:
-            self.tried.add(m.key)
-            why = interventions.get(m.name).not_applicable(self.ref_config, self.ctx.environment, m.params)
-            if why:
-                self._skipped(m, why)
-            else:
-                applicable.append(m)
-        if not applicable:
-            return None
-        rung = rungs.bundle(applicable)
-        if rung.members:
-            self.say(f"{rung.key}: small safe fixes, trialled together (each alone is likely inside the noise)")
-        return rung
+    def _guesses(self, cand: Candidate | None) -> list[tuple[str, list[Candidate]]]:
+        """The trials likely to come after cand's (None: after the baseline's repeat), as
+        (name, stack): the next rung on the stack with cand kept, then on the stack without it
+        (advisor.lookahead). A guess skips what the rules will say of the new trace."""
+        if not self.ctx.ahead.count:
+            return []
+        out: list[tuple[str, list[Candidate]]] = []
+        for kept in ((True, False) if cand is not None else (False,)):
+            stack, queue = list(self.stack), list(self.queue)
+            if kept and not (cand.group and any(q.group == cand.group for q in queue)):
+                stack.append(cand)  # a group's value is kept once the group's last one has run
+            if not kept and cand is not None and cand.fallback and "rejected" in cand.fallback_when:
+                queue.insert(0, cand.fallback)
+            p = rungs.pick(queue, self.tried, self._kept(stack), **self._pick_args())
+            apart = sorted([*self.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
+            nxt = (_trial_name(self.n + 1, p.rung), [*stack, p.rung]) if p.rung is not None else \
+                (_apart_name(apart[0]), [*stack, apart[0]]) if apart else None
+            if nxt is not None and nxt not in out:
+                out.append(nxt)
+        return out
 
     def _apart_all(self, cands: list[Candidate]) -> list[dict]:
         """Batch-size factors in ascending order; a larger one only when the smaller one was
         measured faster than the kept fixes (x4 after an x2 that was slower, crashed or did not
         fit is a process spent on a foregone answer)."""
         out: list[dict] = []
-        for cand in sorted(cands, key=lambda c: c.params.get("factor") or 0):
+        cands = sorted(cands, key=lambda c: c.params.get("factor") or 0)
+        for i, cand in enumerate(cands):
             if _out_of_budget(self.ctx):
                 break
             prev = out[-1] if out else None
             if prev is not None and prev.get("fix") == cand.name and prev.get("status") != "measured":
-                self.trials.append({"name": f"apart-{cand.name}-x{cand.params.get('factor')}", "fix": cand.name,
+                self.trials.append({"name": _apart_name(cand), "fix": cand.name,
                                     "params": cand.params, "status": "not run", "interventions": [],
                                     "reason": f"{prev['name']} was not faster than the kept fixes"})
                 continue
-            out.append(self._apart(cand))
+            nxt = cands[i + 1:i + 2] if self.ctx.ahead.count else []
+            out.append(self._apart(cand, [(_apart_name(c), [*self.stack, c]) for c in nxt]))
         return out
 
-    def _apart(self, cand: Candidate) -> dict:
+    def _apart(self, cand: Candidate, guesses: list) -> dict:
         """A batch-size trial on top of the kept fixes, judged against them (not the baseline)."""
         mod = interventions.get(cand.name)
         why = mod.not_applicable(self.base.get("config") or {}, self.ctx.environment, cand.params)
-        name = f"apart-{cand.name}-x{cand.params.get('factor')}"
+        name = _apart_name(cand)
         if why:
             rec = {"name": name, "fix": cand.name, "params": cand.params, "status": "skipped", "reason": why}
         else:
-            child, analysis, _ = self._process(name, [*self.stack, cand])
+            child, analysis, _ = self._process(name, [*self.stack, cand], guesses=guesses)
             rec = {"name": name, "fix": cand.name, "params": cand.params, "changes_numerics": True,
                    "description": mod.describe(cand.params), "interventions": [c.key for c in [*self.stack, cand]],
                    "apart": True, **measure.trial_figures(child, analysis, self.base)}
@@ -238,7 +243,7 @@ class _Ladder:
     def _reference(self) -> None:
         self.say("repeating the baseline to measure run-to-run noise")
         # Timing only: the baseline's own trace is the one the rules read.
-        repeat, _, _ = self._process("00-baseline-repeat", [], profile=False)
+        repeat, _, _ = self._process("00-baseline-repeat", [], profile=False, guesses=self._guesses(None))
         repeat_ok = repeat.get("status") == "complete"
         self.groups = [[self.base, repeat] if repeat_ok else [self.base]]
         self.noise = (measure.pooled_noise(self.groups) if repeat_ok else None) or 0.0
@@ -259,16 +264,10 @@ class _Ladder:
                                 "reason": "trial budget spent", "interventions": []})
             return
         mod = rungs.module_for(cand)
-        why = mod.not_applicable(self.ref_config, ctx.environment, cand.params)
-        if why:
-            self._skipped(cand, why)
-            self._fall_back(cand, "skipped")
-            return
         self.n += 1
-        values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
-        name = f"{self.n:02d}-{cand.name}" + (f"-{'-'.join(values)}" if cand.group and values else "")
+        name = _trial_name(self.n, cand)
         self.say(f"trial {name}: {mod.describe(cand.params)}")
-        child, analysis, model = self._process(name, [*self.stack, cand])
+        child, analysis, model = self._process(name, [*self.stack, cand], guesses=self._guesses(cand))
         runs = [child]
         rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
                "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,

@@ -1,6 +1,6 @@
 """Getting ready for the trials while the baseline finishes: the parent imports what the ladder
 needs (the interventions import torch: ~3 s on a GPU host) and the first trial's process (the
-baseline's repeat) starts and imports torch (parent.WarmChild). Both begin once the baseline's
+baseline's repeat) starts and imports torch (runner.ahead.WarmChild). Both begin once the baseline's
 timed window has closed (at its profile, or its end), so they cannot slow the steps it times;
 they overlap its profiling, its trace export and the parent's analysis of it."""
 
@@ -22,10 +22,10 @@ class TrialsPrep:
         if self.started or stage not in AFTER_WINDOW:
             return
         self.started = True
-        from advisor.trials import _start_warm  # here, before the thread imports the rest
+        from advisor.runner.ahead import start_warm  # here, before the thread imports the rest
 
         threading.Thread(target=_import_ladder, daemon=True).start()
-        self.warm = _start_warm(self.cwd, self.stdout_to_stderr)
+        self.warm = start_warm(self.cwd, self.stdout_to_stderr)
 
     def take_warm(self):
         """The process started ahead, for the first trial (None: it starts cold)."""

@@ -12,6 +12,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from advisor.measure import STARTUP_MILESTONES  # noqa: E402
+
 
 def main(run: str) -> int:
     doc = json.loads((Path(run) / "run.json").read_text())
@@ -28,7 +31,8 @@ def main(run: str) -> int:
         sp = t.get("speedup_vs_baseline")
         runs = f"{t['runs']}v{t['reference_runs']}" if t.get("runs") else "   "
         warm = t.get("warmup_cost_s")
-        print(f"  {t['name']:32s} {t.get('status', ''):9s} {runs:5s} "
+        ahead = "held" if t.get("started_held") else "warm" if t.get("started_warm") else "cold" if wall else ""
+        print(f"  {t['name']:32s} {ahead:4s} {t.get('status', ''):9s} {runs:5s} "
               f"{(t.get('step_time_ms') or 0):7.2f} ms  {(sp or 0):5.2f}x  "
               f"{'%6.1f s' % wall if wall else '      ?'}  warm-up {'%5.1f s' % warm if warm is not None else '    ?'}  "
               f"{(t.get('reason') or '')[:70]}")
@@ -39,11 +43,15 @@ def main(run: str) -> int:
     walls = [t["elapsed_s"] for t in rows if t.get("elapsed_s")]
     if walls:
         print(f"trial processes: {len(walls)}, wall {sum(walls):.0f} s in all, median {statistics.median(walls):.1f} s each")
-    starts = [t["startup_s"] for t in rows if t.get("startup_s")]
-    if starts:  # where each process's first seconds go (seconds from its spawn, or its go)
-        keys = [k for k in ("install", "script", "cuda_init", "cuda_ready", "first_step") if any(k in x for x in starts)]
-        print(f"start-up of {len(starts)} trial processes, median s from spawn: " + ", ".join(
-            f"{k} {statistics.median([x[k] for x in starts if k in x]):.1f}" for k in keys))
+    if s.get("lookahead"):
+        la = s["lookahead"]
+        print(f"lookahead: {la.get('count')} guesses a trial; {la.get('guessed')} started, {la.get('used')} were the next trial")
+    for kind, pick in (("started on a guess", True), ("started fresh", False)):
+        starts = [t["startup_s"] for t in rows if t.get("startup_s") and bool(t.get("started_held")) == pick]
+        if starts:  # where each process's first seconds go (seconds from its spawn, its go or its release)
+            keys = [k for k in STARTUP_MILESTONES if any(k in x for x in starts)]
+            print(f"start-up of {len(starts)} trial processes {kind}, median s from spawn/release: " + ", ".join(
+                f"{k} {statistics.median([x[k] for x in starts if k in x]):.1f}" for k in keys))
     return 0
 
 

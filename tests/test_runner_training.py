@@ -403,7 +403,8 @@ def test_the_loader_that_feeds_the_first_step_is_the_training_loader(tmp_path, c
 def test_a_process_started_ahead_runs_the_script_as_a_fresh_one(tmp_path, capfd):
     """Trials start the next process while one runs (python and torch imported, then it
     waits for its spec): it runs the script with the same argv, __main__ and result."""
-    from advisor.runner.parent import WarmChild, run_child
+    from advisor.runner.ahead import WarmChild
+    from advisor.runner.parent import run_child
     from test_runner_support import spec_for
 
     script = write(tmp_path / "train.py", """
@@ -449,7 +450,7 @@ def test_a_process_started_ahead_ends_when_advisor_is_gone(tmp_path):
     from test_runner_support import REPO
 
     code = ("import sys, time; sys.path.insert(0, %r)\n"
-            "from advisor.runner.parent import WarmChild\n"
+            "from advisor.runner.ahead import WarmChild\n"
             "w = WarmChild(%r); print(w.proc.pid, flush=True); time.sleep(60)\n") % (REPO, str(tmp_path))
     advisor_proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     pid = int(advisor_proc.stdout.readline())
@@ -469,3 +470,91 @@ def test_a_process_started_ahead_ends_when_advisor_is_gone(tmp_path):
     else:
         os.kill(pid, 9)
         raise AssertionError("the process started ahead outlived advisor")
+
+
+GUESSED = """
+    import sys, time, torch
+    print("making data", flush=True)
+    time.sleep(0.5)                       # the script's own start-up, done while held back
+    open("made.txt", "w").write("x")      # a write before the hold: redirected, then moved
+    if "--no-cuda" not in sys.argv:
+        try:
+            torch.cuda.init()             # its first CUDA use: where a guess waits
+        except Exception as e:            # a CPU-only torch raises; the hold came first
+            print("cuda:", type(e).__name__, flush=True)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for i in range(10000):
+        model(torch.randn(8, 4)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+def _guess_spec(tmp_path, script, name, argv=()):
+    from test_runner_support import spec_for
+
+    return spec_for(script, ["train.py", *argv], str(tmp_path), str(tmp_path / "trials" / name), warmup_steps=2,
+                    profile_steps=1, measure_steps=3, run_name=name, tb_dir=str(tmp_path / "tb"), sandbox_writes=True)
+
+
+def test_a_guessed_process_waits_at_its_first_cuda_use_and_takes_the_trials_place(tmp_path, capfd):
+    """advisor.lookahead: a process started on a guess of the next trial runs the script up to
+    its first CUDA use and waits; released, it runs on under the trial's name and directory
+    (its trace, its redirected writes, child.json there) exactly as a fresh process would."""
+    import time
+
+    from advisor.measure import startup_s
+    from advisor.runner.ahead import HeldChild, WarmChild
+    from advisor.runner.parent import run_child
+
+    script = write(tmp_path / "train.py", GUESSED)
+    spec = _guess_spec(tmp_path, script, "03-fix")
+    held = HeldChild(spec, str(tmp_path / "trials" / ".ahead-1"), WarmChild(str(tmp_path)))
+    deadline = time.time() + 60
+    while not held.at_hold() and time.time() < deadline:
+        time.sleep(0.1)
+    assert held.held and held.alive()
+    held.pause()  # it waits: nothing to stop
+    assert not held.paused
+    assert not (tmp_path / "trials" / "03-fix").exists()
+    res = run_child(spec, timeout=120, step_timeout=60, held=held)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert res["started_held"] and res["steps_seen"] >= 6
+    phases = startup_s(res)  # from the release: what came before it is negative
+    assert phases["script"] < phases["held"] < 0 <= phases["released"] <= phases["cuda_init"] <= phases["first_step"], phases
+    assert os.listdir(tmp_path / "trials") == ["03-fix"]
+    trial = tmp_path / "trials" / "03-fix"
+    assert json.loads((trial / "spec.json").read_text())["run_dir"] == str(trial)
+    assert res["trace_files"] and all(t.startswith("tb/03-fix/") for t in res["trace_files"])
+    assert (tmp_path / res["trace_files"][0]).is_file()
+    assert not (tmp_path / "made.txt").exists()
+    assert [p for p in trial.rglob("made.txt")]  # the pre-hold write moved with its directory
+    assert capfd.readouterr().out.count("making data") == 1
+
+
+def test_a_wrong_guess_is_dropped_and_one_that_never_waits_is_not_used(tmp_path):
+    """A guess that was not the next trial is killed with its directory; a script that trains
+    before any CUDA use has nowhere to wait: its guess is stopped as soon as it is seen
+    training, and the trial starts fresh."""
+    import time
+
+    from advisor.runner.ahead import HeldChild
+    from advisor.runner.parent import run_child
+
+    script = write(tmp_path / "train.py", GUESSED)
+    wrong = HeldChild(_guess_spec(tmp_path, script, "04-a"), str(tmp_path / "trials" / ".ahead-1"))
+    time.sleep(1.0)
+    wrong.close()
+    assert wrong.proc.poll() is not None and not (tmp_path / "trials" / ".ahead-1").exists()
+
+    spec = _guess_spec(tmp_path, script, "05-b", ["--no-cuda"])
+    runaway = HeldChild(spec, str(tmp_path / "trials" / ".ahead-2"))
+    deadline = time.time() + 60
+    while runaway.alive() and time.time() < deadline:
+        runaway.at_hold()
+        time.sleep(0.1)
+    assert runaway.runaway and runaway.proc.poll() is not None and not runaway.held
+    res = run_child(spec, timeout=120, step_timeout=60, held=runaway)
+    assert res["status"] == "complete" and not res["started_held"], res["incomplete_reasons"]
+    assert sorted(os.listdir(tmp_path / "trials")) == ["05-b"]

@@ -58,6 +58,7 @@ def test_input_bound_script_gets_an_accepted_worker_fix(slow_run):
     ran = [t for t in doc["trials"] if "started_warm" in t]
     assert ran and all(t["started_warm"] for t in ran), [(t["name"], t["started_warm"]) for t in ran]
     assert not trials["00-baseline-repeat"]["traces"] and trials["00-baseline-repeat"]["steps_measured"] == 8
+    assert summary["lookahead"]["count"] == 0  # no CUDA use before its first step: no guess can wait
 
 
 def test_patch_applies_and_has_the_effect(slow_run):
@@ -241,3 +242,55 @@ def test_trials_get_ready_only_after_the_baselines_timed_window(tmp_path):
     assert prep.take_warm() is None
     warm.close()
     assert warm.proc.poll() is not None
+
+
+CUDA_FIRST = '''
+import sys, time, torch
+
+class Slow(torch.utils.data.Dataset):
+    def __len__(self):
+        return 4096
+    def __getitem__(self, i):
+        time.sleep(0.004)                    # I/O: more workers pay even on 2 cores
+        return torch.full((16,), float(i % 7)), i % 3
+
+time.sleep(0.5)                              # the script's own start-up (data, say)
+try:
+    torch.cuda.init()                        # first CUDA use: a guessed process waits here
+except Exception:
+    pass                                     # a CPU-only torch: the script trains on the CPU
+loader = torch.utils.data.DataLoader(Slow(), batch_size=8, shuffle=True)
+model = torch.nn.Linear(16, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for epoch in range(100):
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+'''
+
+
+def test_the_next_trial_starts_ahead_on_a_guess_and_waits_at_its_first_cuda_use(tmp_path):
+    """advisor.lookahead: while the repeat runs, a process is started on the first trial's
+    spec; it runs the script up to its first CUDA use and waits there, then becomes that
+    trial (its name, its directory, its trace), measured like any other. On the GPU host the
+    start-up it does ahead is most of a trial's wall time."""
+    (tmp_path / "train.py").write_text(CUDA_FIRST)
+    r = advisor("analyze", "--out", tmp_path / "run", "--warmup", "2", "--steps", "8", "--min-time", "0",
+                "--profile-steps", "1", "--fix", "dataloader-workers", "--lookahead", "1", "train.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert doc["trial_summary"]["lookahead"]["count"] == 1
+    assert doc["trial_summary"]["lookahead"]["used"] >= 1
+    ran = [t for t in doc["trials"] if t.get("elapsed_s")]
+    held = [t for t in ran if t.get("started_held")]
+    assert held and held[0]["name"].startswith("01-dataloader-workers"), [(t["name"], t.get("started_held")) for t in ran]
+    first = held[0]
+    assert first["status"] == "accepted" and first["steps_measured"] == 8
+    at = first["startup_s"]  # seconds from the trial's go: the script had started before it
+    assert at["script"] < 0 and at["script"] < at["held"] <= at["released"] <= at["first_step"], at
+    assert first["traces"] and (tmp_path / "run" / first["traces"][0]).is_file()
+    left = sorted(p.name for p in (tmp_path / "run" / "trials").iterdir())
+    assert left == sorted(t["name"] for t in ran), left  # no guess left behind
+    assert not list((tmp_path / "run" / "trials").glob(".ahead*"))

@@ -23,7 +23,7 @@ def _finding(fix: str, gain: float) -> dict:
 
 def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environment: dict | None = None,
            baseline: dict | None = None, rules: list[dict] | None = None, idle: dict | None = None,
-           only: set[str] | None = None):
+           only: set[str] | None = None, lookahead: int | None = None):
     """Run the ladder; speeds maps a stack (tuple of candidate keys) to the ms/step of its
     successive runs (the last one repeats), or to a whole child result. rules: what the rules
     find on every trial's trace (each trial then has one; idle: a stack's GPU idle share in
@@ -41,9 +41,9 @@ def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environmen
             {"step_time_ms": ms, "breakdown": {"gpu_idle": share * ms}}
         return analysis, object()
 
-    def fake_run(ctx, name, stack, profile=True):
+    def fake_run(ctx, name, stack, profile=True, guesses=None):
         keys = tuple(c.key for c in stack)
-        calls.append((name, keys, profile))
+        calls.append((name, keys, profile, [(n, tuple(c.key for c in s)) for n, s in guesses or []]))
         got = speeds[keys]
         if isinstance(got, dict):
             return (got, *traced(keys, None))
@@ -55,7 +55,8 @@ def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environmen
     monkeypatch.setattr(trials, "_run", fake_run)
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
                               baseline=baseline or _timed(100.0), baseline_findings=findings,
-                              environment=environment or {}, progress=lines.append, only=only)
+                              environment=environment or {}, progress=lines.append, only=only,
+                              lookahead=lookahead)
     return trials.run_trials(ctx), calls, lines
 
 
@@ -98,7 +99,7 @@ def test_a_one_run_reference_is_timed_again_only_when_the_verdict_could_turn_on_
     if again:
         assert names == ["00-baseline-repeat", "01-set-to-none", "02-channels-last", "02-channels-last-reference"], why
         # timing-only, the kept stack alone
-        assert calls[-1][1:] == (("set-to-none",), False)
+        assert calls[-1][1:3] == (("set-to-none",), False)
         assert nxt["reference_runs"] == 2 and "1 run vs 2 of the reference" in nxt["reason"]
         assert any("the reference has one run" in line and "timing it again" in line for line in lines)
     else:
@@ -381,7 +382,7 @@ def test_batch_size_x4_runs_only_after_x2_paid(tmp_path, monkeypatch, x2_step_ms
     base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}}
     step_ms = {(): 100.0, ("batch-size(factor=2)",): x2_step_ms, ("batch-size(factor=4)",): 200.0}
 
-    def timed_batch(ctx, name, stack, profile=True):
+    def timed_batch(ctx, name, stack, profile=True, guesses=None):
         keys = tuple(c.key for c in stack)
         factor = stack[-1].params.get("factor", 1) if stack else 1
         return _timed(step_ms[keys], batch=8 * factor), None, None
@@ -397,3 +398,33 @@ def test_batch_size_x4_runs_only_after_x2_paid(tmp_path, monkeypatch, x2_step_ms
     else:
         assert x2["status"] == "rejected"
         assert x4["status"] == "not run" and "was not faster" in x4["reason"]
+
+
+def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatch):
+    """advisor.lookahead: with each process the ladder names the trials likely to come next
+    (the next rung if this fix is kept, and if it is not), by its own choice of rungs (pairs,
+    bundles, compile last, batch size apart). Here the rules propose nothing new after a kept
+    fix, so every trial is one of the guesses made while the process before it ran."""
+    base = {**_timed(100.0), "startup": {"cuda_init": 1.0, "first_step": 2.0},
+            "config": {"parameters": {"value": {"conv_memory_format": "contiguous"}},
+                       "dataloader": {"value": {"batch_size": 8}}}}
+    speeds = {(): [100.0], (PAIR,): [60.0], (PAIR, "set-to-none + cudnn-benchmark"): [70.0],
+              (PAIR, RO): [30.0], (PAIR, RO, "batch-size(factor=2)"): _timed(50.0, batch=16),
+              (PAIR, RO, "batch-size(factor=4)"): _timed(90.0, batch=32)}
+    findings = [_finding("amp", 5.0), _finding("set-to-none", 1.0), _finding("cudnn-benchmark", 0.5),
+                _finding("torch-compile", 0.2), _finding("batch-size", 0.1)]
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment={"gpu_count": 1},
+                              baseline=base, lookahead=2)
+    names = [c[0] for c in calls]
+    assert names == ["00-baseline-repeat", "01-channels-last+amp", "02-set-to-none+cudnn-benchmark",
+                     "03-torch-compile-reduce-overhead", "apart-batch-size-x2", "apart-batch-size-x4"], names
+    for before, now in zip(calls, calls[1:]):
+        assert (now[0], now[1]) in before[3], (now[:2], before[3])
+    # both branches: the pair kept, the bundle on top; the pair rejected, channels_last alone
+    assert calls[1][3] == [("02-set-to-none+cudnn-benchmark", (PAIR, "set-to-none + cudnn-benchmark")),
+                           ("02-channels-last", ("channels-last",))]
+    assert calls[-1][3] == []  # nothing after the last batch size
+    # without --lookahead on a script that never used CUDA before its first step: no guesses
+    _, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment={"gpu_count": 1},
+                         baseline={**base, "startup": {"first_step": 2.0}})
+    assert all(c[3] == [] for c in calls), calls

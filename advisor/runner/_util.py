@@ -50,6 +50,31 @@ def read_json(path: str):
         return None
 
 
+def wait_line(fifo: str) -> str | None:
+    """The line advisor writes into the FIFO at `fifo` (a spec's path), read by a child that
+    waits for it (a process started ahead, a process held at its first CUDA use); None when
+    the parent died first (nobody will write) or the FIFO could not be read."""
+    import threading
+
+    got: list = []
+
+    def read() -> None:
+        try:
+            with open(fifo, encoding="utf-8") as f:  # blocks until advisor opens its end
+                got.append(f.readline().strip())
+        except OSError:
+            pass
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    parent = os.getppid()
+    while reader.is_alive():
+        reader.join(1.0)
+        if os.getppid() != parent:
+            return None
+    return got[0] if got else None
+
+
 def one_line_exception(exc: BaseException, limit: int = 200) -> str:
     """'ValueError: boom' (first line of the message, shortened)."""
     name = type(exc).__name__

@@ -22,44 +22,32 @@ def _main() -> None:
     if not sys.flags.safe_path and sys.path and os.path.realpath(sys.path[0] or ".") == here:
         sys.path.pop(0)
 
-    if sys.argv[1] == "--wait":
-        # A process started ahead of its trial (parent.WarmChild): torch is imported while
-        # the previous trial runs, then the spec's path comes through the FIFO. The script
-        # would have had torch imported before it starts here anyway (session.install).
-        import threading
-
-        import torch  # noqa: F401
-
-        got: list = []
-
-        def read() -> None:
-            with open(sys.argv[2], encoding="utf-8") as fifo:  # blocks until advisor writes
-                got.append(fifo.readline().strip())
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        parent = os.getppid()
-        while reader.is_alive():
-            reader.join(1.0)
-            if os.getppid() != parent:  # advisor is gone: nobody will send a spec
-                import shutil
-
-                shutil.rmtree(os.path.dirname(sys.argv[2]), ignore_errors=True)
-                os._exit(0)
-        sys.argv[1:] = got[:1] or [""]
-    with open(sys.argv[1], encoding="utf-8") as f:
-        spec = json.load(f)
-
     root = os.path.dirname(os.path.dirname(here))  # the directory holding the advisor package
     sys.path.insert(0, root)
     try:
         from advisor.runner import session  # light: torch is imported by install() below
-        from advisor.runner._util import ADVISOR_DIR, flush_std
+        from advisor.runner._util import ADVISOR_DIR, flush_std, wait_line
     finally:
         try:
             sys.path.remove(root)
         except ValueError:
             pass
+
+    if sys.argv[1] == "--wait":
+        # A process started ahead of its trial (parent.WarmChild): torch is imported while
+        # the previous trial runs, then the spec's path comes through the FIFO. The script
+        # would have had torch imported before it starts here anyway (session.install).
+        import torch  # noqa: F401
+
+        line = wait_line(sys.argv[2])
+        if line is None:  # advisor is gone: nobody will send a spec
+            import shutil
+
+            shutil.rmtree(os.path.dirname(sys.argv[2]), ignore_errors=True)
+            os._exit(0)
+        sys.argv[1:] = [line]
+    with open(sys.argv[1], encoding="utf-8") as f:
+        spec = json.load(f)
 
     script = spec["script"]
     argv = [str(a) for a in spec.get("argv") or [script]]

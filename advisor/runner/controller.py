@@ -90,6 +90,7 @@ class Controller:
         self.prof = None
         self._own_profiler = 0      # >0 while advisor itself drives torch.profiler
         self.observer = None        # observe.Observer
+        self.sandbox = None         # sandbox.Sandbox (trials)
         self.hooks = None           # hooks.Hooks
         self._progress = open(os.path.join(self.run_dir, "progress.jsonl"), "a", buffering=1,
                               encoding="utf-8")

@@ -21,54 +21,6 @@ _STARTUP_S = 60.0      # allowance for the child's start-up (torch import) befor
 _PY_SUFFIXES = (".py", ".pyw")
 
 
-# ---------------------------------------------------------------------- a process started ahead
-class WarmChild:
-    """A child process started before its spec exists: python starts and imports torch (1 s
-    a process on the 2-core CI machine) while the previous trial runs, then waits on a FIFO for the
-    spec's path (bootstrap.py --wait). Same interpreter, cwd, environment and session as
-    run_child's own; stdin is the terminal's, as there."""
-
-    def __init__(self, cwd: str | None, stdout_to_stderr: bool = False):
-        import tempfile
-
-        self.cwd, self.stdout_to_stderr = cwd, stdout_to_stderr
-        self.dir = tempfile.mkdtemp(prefix="advisor-warm-")
-        self.fifo = os.path.join(self.dir, "spec")
-        os.mkfifo(self.fifo)
-        self.proc = _spawn(["--wait", self.fifo], cwd, stdout_to_stderr)
-
-    def fits(self, cwd: str | None, stdout_to_stderr: bool) -> bool:
-        return self.proc.poll() is None and (cwd or None) == (self.cwd or None) \
-            and stdout_to_stderr == self.stdout_to_stderr
-
-    def go(self, spec_path: str, wait_s: float = 120.0) -> subprocess.Popen | None:
-        """Hand the spec over; None when the process died or never opened its end."""
-        deadline = time.monotonic() + wait_s
-        while self.proc.poll() is None and time.monotonic() < deadline:
-            try:
-                fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)  # fails until the reader is there
-            except OSError:
-                time.sleep(0.02)
-                continue
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(spec_path + "\n")
-            self._remove_dir()
-            return self.proc
-        self.close()
-        return None
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            _kill_group(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-        self._remove_dir()
-
-    def _remove_dir(self) -> None:
-        import shutil
-
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 def _spawn(args: list[str], cwd: str | None, stdout_to_stderr: bool) -> subprocess.Popen:
     """bootstrap.py in a new session (its own process group, killed as one), in the script's
     cwd; ``stdout_to_stderr`` (--json): the script's prints go to stderr."""
@@ -163,8 +115,10 @@ def _kill_group(pgid: int, sig: int) -> None:
 
 
 def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=None,
-              grace: float = GRACE_S, stdout_to_stderr: bool = False, warm: WarmChild | None = None) -> dict:
+              grace: float = GRACE_S, stdout_to_stderr: bool = False, warm=None, held=None) -> dict:
     """Run spec["script"] under advisor in a child process; see internals.md §1 and §4.
+    warm: a runner.ahead.WarmChild to start from; held: a runner.ahead.HeldChild started on
+    this spec, waiting at the script's first CUDA use, to release (else it starts as warm).
 
     Returns child.json's content plus ``status`` ("complete" | "incomplete"),
     ``incomplete_reasons`` (one-line strings), ``interrupted`` (Ctrl-C was pressed) and
@@ -172,29 +126,35 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     signal) and ``exit.signal`` the signal number or None. Never raises because of the script.
     """
     run_dir = spec["run_dir"]
-    os.makedirs(run_dir, exist_ok=True)
     spec_path = os.path.join(run_dir, "spec.json")
-    write_json_atomic(spec_path, spec)
     child_path = os.path.join(run_dir, "child.json")
     progress_path = os.path.join(run_dir, "progress.jsonl")
-    for stale in (child_path, progress_path):
-        try:
-            os.remove(stale)
-        except FileNotFoundError:
-            pass
-    open(progress_path, "wb").close()
 
     profile_n = int(spec.get("profile_steps", 3))
     # +1: the profiler's own warmup step (see controller.py)
     total = int(spec.get("warmup_steps", 5)) + int(spec.get("measure_steps", 20)) + (profile_n + 1 if profile_n else 0)
     t0, spawned = time.monotonic(), time.time()
-    # stdout_to_stderr: `--json` keeps stdout for advisor's JSON alone; the script's prints
-    # still reach the terminal, on stderr.
-    proc = warm.go(spec_path) if warm is not None and warm.fits(spec.get("cwd"), stdout_to_stderr) else None
+    # The held process's directory becomes run_dir, its progress file the one followed here.
+    proc = held.release(spec, spec_path, _STARTUP_S + step_timeout) if held is not None else None
+    started_held = proc is not None
+    if proc is None:
+        os.makedirs(run_dir, exist_ok=True)
+        write_json_atomic(spec_path, spec)
+        for stale in (child_path, progress_path):
+            try:
+                os.remove(stale)
+            except FileNotFoundError:
+                pass
+        open(progress_path, "wb").close()
+        # stdout_to_stderr: `--json` keeps stdout for advisor's JSON alone; the script's prints
+        # still reach the terminal, on stderr.
+        proc = warm.go(spec_path) if warm is not None and warm.fits(spec.get("cwd"), stdout_to_stderr) else None
+        if proc is None and warm is not None:
+            warm.close()
+    elif warm is not None:
+        warm.close()
     started_warm = proc is not None
     if proc is None:
-        if warm is not None:
-            warm.close()
         proc = _spawn([spec_path], spec.get("cwd"), stdout_to_stderr)
     pgid = proc.pid  # a new session: the child leads its own process group
 
@@ -297,8 +257,11 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     result["interrupted"] = interrupted
     result["elapsed_s"] = round(time.monotonic() - t0, 3)
     result["started_warm"] = started_warm
+    result["started_held"] = started_held
     if isinstance(result.get("startup"), dict):  # the child's milestones, from the spawn (or the go)
         result["startup"]["spawned"] = round(spawned, 3)
+        if started_held:  # ... or the release: what it did before is negative, done ahead
+            result["startup"]["ahead_spawned"] = round(held.spawned, 3)
     reasons = _reasons(result, total, kill_reason, interrupted, missing)
     result["status"] = "incomplete" if reasons else "complete"
     result["incomplete_reasons"] = reasons

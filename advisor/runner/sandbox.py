@@ -44,6 +44,14 @@ class Sandbox:
         self.note = note
         self.redirected: dict[str, str] = {}
 
+    def relocate(self, run_dir: str) -> None:
+        """The run directory was renamed (a process started ahead takes its trial's name)."""
+        old, self.root = self.root, os.path.realpath(run_dir)
+        self.out = os.path.join(self.root, "outputs")
+        self.own[0] = self.root
+        self.redirected = {k: self.root + v[len(old):] if v.startswith(old + os.sep) else v
+                           for k, v in self.redirected.items()}
+
     @staticmethod
     def _under(path: str, dirs) -> bool:
         return any(path == d or path.startswith(d + os.sep) for d in dirs)

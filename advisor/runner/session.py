@@ -29,7 +29,12 @@ def install(spec: dict):
     from advisor.runner.controller import Controller
 
     ctl = Controller(spec)
-    _time_cuda_init(ctl.startup)
+    if spec.get("hold"):
+        from advisor.runner import held
+
+        _time_cuda_init(ctl.startup, lambda: held.hold(ctl))
+    else:
+        _time_cuda_init(ctl.startup)
     _seed(spec.get("seed"))
     # Interventions (trials) patch torch first, so that advisor's wrappers sit on top of
     # theirs and taking advisor's loop hooks off at the measure stage leaves theirs in place.
@@ -52,16 +57,19 @@ def install(spec: dict):
         from advisor.runner.sandbox import Sandbox
 
         project = (ctl.cwd, os.path.dirname(os.path.abspath(spec["script"])))
-        Sandbox(ctl.run_dir, ctl.note, also_allowed=(os.path.dirname(ctl.tb_dir),), project=project).install()
+        ctl.sandbox = Sandbox(ctl.run_dir, ctl.note, also_allowed=(os.path.dirname(ctl.tb_dir),), project=project)
+        ctl.sandbox.install()
     _SESSION = ctl
     ctl.start()
     return ctl
 
 
-def _time_cuda_init(startup: dict) -> None:
+def _time_cuda_init(startup: dict, hold=None) -> None:
     """Note when the script first initializes CUDA and when that is done (startup
     "cuda_init", "cuda_ready"). torch calls torch.cuda._lazy_init by name, from Python and
-    from C++, on first use; the wrapper puts the original back once it has run."""
+    from C++, on first use; the wrapper puts the original back once it has run. hold: called
+    once, first, in a process started ahead of its trial (held.hold): it waits there."""
+    import threading
     import time
 
     import torch.cuda as tc
@@ -69,10 +77,13 @@ def _time_cuda_init(startup: dict) -> None:
     if tc.is_initialized():
         return
     real = tc._lazy_init
+    held = threading.Lock()  # a pin-memory thread and the main thread may both get here
 
     def timed_lazy_init():
         if tc.is_initialized():
             return real()
+        if hold is not None and held.acquire(blocking=False):
+            hold()  # never released: later callers (and a failed init's retry) go straight on
         startup.setdefault("cuda_init", time.time())
         try:
             return real()

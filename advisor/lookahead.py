@@ -1,0 +1,129 @@
+"""Trial processes started ahead, on a guess of the next trial.
+
+A trial process spends most of its life before its first step: python and torch start (~4 s
+on a GPU host), the script makes or loads its data (5-9 s for the CIFAR example), then CUDA
+and the model come up; its steps are timed for 2-3 s. Whatever the next trial is, it runs the
+same script under one of few stacks of fixes: the next rung on the stack with the fix now on
+trial if that one is kept, or on the stack without it. So while a trial runs, advisor starts
+those guesses; each runs the script up to its first CUDA use and waits there
+(runner/held.py), nothing of it on the GPU. The next trial takes the guess made on its exact
+spec and goes on from there; wrong guesses are dropped. A guess that does not wait yet is
+stopped (SIGSTOP) while another process's steps are timed or profiled, so it cannot slow them,
+and so are the processes started ahead with python and torch only (WarmChild).
+
+Only for a script that uses CUDA before its first step (the baseline shows it): elsewhere a
+guess would have nowhere to wait and would train beside the trial being timed.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+from advisor.runner.ahead import HeldChild, WarmChild, spec_key, start_warm
+
+# The trial running now: its guesses stop when its timed window opens and go on once its
+# profile is written (runner/controller.py's progress stages).
+PAUSE_AT = ("measuring",)
+RESUME_AT = ("exporting", "measured", "done")
+
+
+def uses_cuda_first(baseline: dict) -> bool:
+    """The baseline initialized CUDA before its first step ended (a guess can wait there)."""
+    at = baseline.get("startup") or {}
+    init, first = at.get("cuda_init"), at.get("first_step")
+    return isinstance(init, (int, float)) and (not isinstance(first, (int, float)) or init <= first)
+
+
+def default_count(baseline: dict, asked: int | None = None) -> int:
+    """How many guesses to start for each trial: `asked` (--lookahead), else two on a host with
+    8 cores or more, one with 4; fewer when memory would not hold that many more copies of the
+    largest process so far (each guess holds what the script made before using CUDA)."""
+    if not uses_cuda_first(baseline):
+        return 0
+    if asked is not None:
+        return max(0, asked)
+    cpus = os.cpu_count() or 1
+    n = 2 if cpus >= 8 else 1 if cpus >= 4 else 0
+    avail = _mem_available()
+    largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # kB on Linux
+    while n and avail is not None and (n + 1) * largest > avail / 2:
+        n -= 1
+    return n
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class Lookahead:
+    """The processes started ahead for the ladder: guesses (HeldChild) and spares (WarmChild,
+    python and torch up: one for a trial no guess covers, one for each next guess)."""
+
+    def __init__(self, run_dir: Path, count: int, cwd: str | None, stdout_to_stderr: bool, warm=None):
+        self.dir = Path(run_dir) / "trials"
+        self.count = count
+        self.cwd, self.stdout_to_stderr = cwd, stdout_to_stderr
+        self.spares: list[WarmChild] = [warm] if warm is not None else []
+        self.guesses: list[HeldChild] = []
+        self.made = 0   # guesses started
+        self.used = 0   # guesses that were the next trial
+
+    def take(self, spec: dict) -> tuple[HeldChild | None, WarmChild | None]:
+        """The guess made on this spec (held), else a spare to start it from (warm)."""
+        key = spec_key(spec)
+        for g in self.guesses:
+            if g.key == key and g.alive():
+                self.guesses.remove(g)
+                self.used += 1
+                return g, None
+        return None, (self.spares.pop(0) if self.spares else None)
+
+    def guess(self, specs: list[dict] | None) -> None:
+        """Start these guesses of the next trial (the ones left are dropped); None: keep the
+        ones there (a timing-only re-run comes between). Then top the spares up."""
+        if specs is not None:
+            for g in self.guesses:
+                g.close()
+            self.guesses = []
+            for spec in specs[: self.count]:
+                self.made += 1
+                warm = self.spares.pop(0) if self.spares else None
+                try:
+                    self.guesses.append(HeldChild(spec, str(self.dir / f".ahead-{self.made}"), warm,
+                                                  self.stdout_to_stderr))
+                except OSError:  # no FIFO here, no process: the trial starts as before
+                    break
+        while len(self.spares) < 1 + self.count:
+            warm = start_warm(self.cwd, self.stdout_to_stderr)
+            if warm is None:  # no FIFO here (os.mkfifo): trials start cold
+                break
+            self.spares.append(warm)
+
+    def on_stage(self, stage: str, step: int = 0, info: dict | None = None) -> None:
+        """run_child's on_progress for the trial running now."""
+        if stage in PAUSE_AT:
+            for p in [*self.guesses, *self.spares]:
+                p.pause()
+        elif stage in RESUME_AT:
+            self.resume()
+
+    def resume(self) -> None:
+        for p in [*self.guesses, *self.spares]:
+            p.resume()
+
+    def close(self) -> None:
+        for p in [*self.guesses, *self.spares]:
+            p.close()
+        self.guesses, self.spares = [], []
+
+    def summary(self) -> dict:
+        return {"count": self.count, "guessed": self.made, "used": self.used}

@@ -1,0 +1,44 @@
+"""A trial process started ahead on a guess of the next trial (advisor.lookahead), child side.
+
+Its spec carries "hold", a FIFO: the script runs up to its first CUDA use while the trial
+before it runs, then waits there, with nothing on the GPU yet, for advisor to pass the spec it
+runs under (the same fixes; its trial's name and directory) or to drop it. advisor stops a
+process that has not got that far while another one times or profiles its steps."""
+
+from __future__ import annotations
+
+import os
+import time
+from time import perf_counter
+
+from advisor.runner._util import flush_std, read_json, wait_line
+
+
+def hold(ctl) -> None:
+    """Wait for the release (called once, at the script's first CUDA initialization)."""
+    if ctl.forked:  # a DataLoader worker's copy of the hook
+        return
+    ctl.startup["held"] = time.time()
+    ctl.progress("held", ctl.steps_seen)
+    t = perf_counter()
+    line = wait_line(ctl.spec["hold"])
+    spec = read_json(line) if line else None
+    if not isinstance(spec, dict):  # dropped (the guess was wrong), or advisor is gone
+        flush_std()
+        os._exit(0)
+    relocate(ctl, spec)
+    ctl._t_warm += perf_counter() - t  # the wait is not part of the first step
+    ctl.startup["released"] = time.time()
+
+
+def relocate(ctl, spec: dict) -> None:
+    """Take the trial's name and directory: the parent renamed this process's directory to it
+    before the release, so files already open stay valid; paths still to come follow it."""
+    ctl.spec = spec
+    ctl.run_dir = os.path.abspath(spec["run_dir"])
+    ctl.run_name = spec.get("run_name") or ctl.run_name
+    tb_root = os.path.abspath(spec.get("tb_dir") or os.path.join(ctl.run_dir, "tb"))
+    ctl.tb_dir = os.path.join(tb_root, ctl.run_name)
+    ctl.trace_base = os.path.dirname(tb_root)
+    if ctl.sandbox is not None:
+        ctl.sandbox.relocate(ctl.run_dir)
