@@ -26,6 +26,7 @@ class Candidate:
     # device that runs it out of memory); "rejected": not faster, or numerics.
     fallback_when: tuple[str, ...] = ("skipped", "failed")
     members: list["Candidate"] = field(default_factory=list)  # a bundle: fixes trialled as one rung
+    gain_is_upper_bound: bool = False  # est_gain_ms is the most it can give (rungs.pick)
 
     @property
     def key(self) -> str:
@@ -89,6 +90,7 @@ def candidates_from_findings(findings: list[dict], environment: dict, only: set[
     for f in findings:
         fix = f.get("fix") or {}
         for c in expand(fix, f.get("code"), f.get("estimated_gain_ms"), environment):
+            c.gain_is_upper_bound = bool(f.get("gain_is_upper_bound"))
             if only is None or c.name in only:
                 out.append(c)
     if only:  # --fix names a fix no rule proposed: trial it anyway

@@ -1,15 +1,20 @@
 """Trial processes started ahead, on a guess of the next trial.
 
-A trial process spends most of its life before its first step: python and torch start (~4 s
-on a GPU host), the script makes or loads its data (5-9 s for the CIFAR example), then CUDA
-and the model come up; its steps are timed for 2-3 s. Whatever the next trial is, it runs the
-same script under one of few stacks of fixes: the next rung on the stack with the fix now on
-trial if that one is kept, or on the stack without it. So while a trial runs, advisor starts
-those guesses; each runs the script up to its first CUDA use and waits there
-(runner/held.py), nothing of it on the GPU. The next trial takes the guess made on its exact
-spec and goes on from there; wrong guesses are dropped. A guess that does not wait yet is
-stopped (SIGSTOP) while another process's steps are timed or profiled, so it cannot slow them,
-and so are the processes started ahead with python and torch only (WarmChild).
+A trial process spends most of its life before its timed steps: python and torch start (~4 s
+on a GPU host), the script makes or loads its data (5-9 s for the CIFAR example), CUDA and the
+model come up, and a compiled model compiles (20-30 s for a new graph on an H100); its steps
+are timed and profiled for 2-4 s. Whatever the next trial is, it runs the same script under
+one of few stacks of fixes: the next rung on the stack with the fix now on trial if that one
+is kept, or on the stack without it. So while a trial runs, advisor starts those guesses
+(runner/held.py): each runs the script up to its first CUDA use and waits there, nothing of it
+on the GPU, or, when the GPU memory of the trial and the guesses fits in GPU_SHARE of the
+device, on through CUDA, compile and most of its warm-up, and waits before its last two
+warm-up steps. The next trial takes the guess made on its exact spec and goes on from there;
+wrong guesses are dropped. A guess that does not wait yet is stopped (SIGSTOP) while the
+running trial's steps are timed or profiled, and so are the processes started ahead with
+python and torch only (WarmChild); the window opens QUIET_S after the trial says so, for the
+GPU work they queued before the stop to drain. A guess's warm-up cost (its compile time) is
+measured beside another trial's start-up: it is not a figure to compare.
 
 Only for a script that uses CUDA before its first step (the baseline shows it): elsewhere a
 guess would have nowhere to wait and would train beside the trial being timed.
@@ -27,6 +32,13 @@ from advisor.runner.ahead import HeldChild, WarmChild, spec_key, start_warm
 # profile is written (runner/controller.py's progress stages).
 PAUSE_AT = ("measuring",)
 RESUME_AT = ("exporting", "measured", "done")
+# A trial's window opens this long after it says "measuring": advisor reads that within its
+# 0.1 s poll and stops the guesses; what they queued on the GPU before drains in the rest.
+QUIET_S = 0.3
+# Guesses go on into their warm-up (CUDA, compile, CUDA graphs: 20-30 s of a compiled trial on
+# an H100) when the GPU memory they and the running trial are expected to reserve, each the
+# most any run reserved so far times its batch-size factor, fits in this share of the device.
+GPU_SHARE = 0.6
 
 
 def uses_cuda_first(baseline: dict) -> bool:
@@ -76,6 +88,26 @@ class Lookahead:
         self.guesses: list[HeldChild] = []
         self.made = 0   # guesses started
         self.used = 0   # guesses that were the next trial
+        self.peak = 0   # the most GPU memory a run reserved so far (bytes)
+        self.capacity = 0
+        self.warmed = 0  # guesses that went on into their warm-up
+
+    def note(self, child: dict) -> None:
+        """A finished run's peak reserved GPU memory, and the device's capacity."""
+        mem = child.get("memory") or {}
+        self.peak = max(self.peak, int(mem.get("max_reserved_bytes") or 0))
+        self.capacity = int(mem.get("capacity_bytes") or self.capacity or 0)
+
+    def _fits(self, specs: list[dict]) -> list[bool]:
+        """Which specs may run into their warm-up beside the first (the running trial's)."""
+        if not (self.peak and self.capacity):
+            return [False] * (len(specs) - 1)
+        used, out = self.peak * _batch_factor(specs[0]), []
+        for spec in specs[1:]:
+            need = self.peak * _batch_factor(spec)
+            out.append(used + need <= GPU_SHARE * self.capacity)
+            used += need if out[-1] else 0
+        return out
 
     def take(self, spec: dict) -> tuple[HeldChild | None, WarmChild | None]:
         """The guess made on this spec (held), else a spare to start it from (warm)."""
@@ -87,19 +119,21 @@ class Lookahead:
                 return g, None
         return None, (self.spares.pop(0) if self.spares else None)
 
-    def guess(self, specs: list[dict] | None) -> None:
-        """Start these guesses of the next trial (the ones left are dropped); None: keep the
-        ones there (a timing-only re-run comes between). Then top the spares up."""
+    def guess(self, running: dict, specs: list[dict] | None) -> None:
+        """Start these guesses of the trial after `running` (the ones left are dropped); None:
+        keep the ones there (a timing-only re-run comes between). Then top the spares up."""
         if specs is not None:
             for g in self.guesses:
                 g.close()
             self.guesses = []
-            for spec in specs[: self.count]:
+            specs = specs[: self.count]
+            for spec, warmup in zip(specs, self._fits([running, *specs])):
                 self.made += 1
+                self.warmed += warmup
                 warm = self.spares.pop(0) if self.spares else None
                 try:
                     self.guesses.append(HeldChild(spec, str(self.dir / f".ahead-{self.made}"), warm,
-                                                  self.stdout_to_stderr))
+                                                  self.stdout_to_stderr, "warmup" if warmup else "cuda"))
                 except OSError:  # no FIFO here, no process: the trial starts as before
                     break
         while len(self.spares) < 1 + self.count:
@@ -126,4 +160,9 @@ class Lookahead:
         self.guesses, self.spares = [], []
 
     def summary(self) -> dict:
-        return {"count": self.count, "guessed": self.made, "used": self.used}
+        return {"count": self.count, "guessed": self.made, "used": self.used, "warmed_up": self.warmed}
+
+
+def _batch_factor(spec: dict) -> int:
+    return max([1, *(int((i.get("params") or {}).get("factor") or 1) for i in spec.get("interventions") or []
+                     if i.get("name") == "batch-size")])

@@ -155,12 +155,13 @@ class Pick:
 
 def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dict, environment: dict,
          only: set[str] | None = None, retried: frozenset = frozenset(), slow: frozenset = frozenset(),
-         apart: frozenset = frozenset()) -> Pick:
+         apart: frozenset = frozenset(), floor_ms: float = 0.0) -> Pick:
     """The next rung to trial from the queue, as a pure function of the ladder's state (the
     ladder's next step, and a guess at it for a process started ahead: advisor.lookahead).
     kept: names of fixes kept (and --apply's); retried: keys tried again after the bottleneck
     moved, whose partner rejected as slow (in `slow`) may come back; apart: names measured
-    apart (batch size); config: the kept stack's observed configuration."""
+    apart (batch size); config: the kept stack's observed configuration; floor_ms: the least
+    gain a trial can be accepted on now (the threshold times the reference's step)."""
     out = Pick(None, list(queue), set(tried))
     while out.queue:
         cand = out.queue.pop(0)
@@ -168,6 +169,13 @@ def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dic
         # A fix already kept is not stacked again, whatever its parameters: its group competed
         # already (compile default on top of reduce-overhead compiled twice).
         if cand.key in out.tried or cand.name in kept:
+            continue
+        if cand.gain_is_upper_bound and cand.est_gain_ms is not None and cand.est_gain_ms < floor_ms \
+                and not (only and cand.name in only):
+            # It cannot be accepted now: not tried (the rules propose it again on the next kept
+            # stack, with what it may give there: deferred syncs once the host waits in them).
+            out.skipped.append((cand, f"gives {cand.est_gain_ms:.2f} ms a step at most, under the "
+                                      f"{floor_ms:.2f} ms a trial could be accepted on now; asked again on the next kept stack"))
             continue
         if goes_last(cand, out.queue, done, apart):
             out.queue.append(cand)

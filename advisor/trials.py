@@ -18,6 +18,7 @@ from pathlib import Path
 
 from advisor import interventions, measure, pipeline, rungs
 from advisor.candidates import Candidate, candidates_from_findings
+from advisor.lookahead import QUIET_S, Lookahead, default_count
 from advisor.verdicts import judge, regime_noise, regroup, relative, retime_reference
 
 APART = {"batch-size"}
@@ -55,6 +56,8 @@ def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = 
     spec["tb_dir"] = str(ctx.run_dir / "tb")
     spec["sandbox_writes"] = True
     spec["seed"] = 0
+    if ctx.ahead.count:
+        spec["quiet_s"] = QUIET_S
     if not profile:
         spec["profile_steps"] = 0
     return spec
@@ -69,13 +72,14 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
 
     spec = _spec(ctx, name, stack, profile)
     held, warm = ctx.ahead.take(spec)
-    ctx.ahead.guess(None if guesses is None else [_spec(ctx, n, s) for n, s in guesses])
+    ctx.ahead.guess(spec, None if guesses is None else [_spec(ctx, n, s) for n, s in guesses])
     try:
         child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
                           stdout_to_stderr=ctx.stdout_to_stderr, warm=warm, held=held,
                           on_progress=ctx.ahead.on_stage)
     finally:
         ctx.ahead.resume()
+    ctx.ahead.note(child)
     if child.get("interrupted"):  # Ctrl-C reached the trial: stop the ladder, keep the rest
         raise KeyboardInterrupt
     analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])
@@ -94,10 +98,9 @@ def _apart_name(cand: Candidate) -> str:
 
 def run_trials(ctx: TrialContext) -> dict:
     """Run the ladder; returns {"noise", "threshold", "trials": [...], "stack": [...], "apart": [...]}."""
-    from advisor.lookahead import Lookahead, default_count
-
     ctx.ahead = Lookahead(ctx.run_dir, default_count(ctx.baseline, ctx.lookahead), str(Path.cwd()),
                           ctx.stdout_to_stderr, ctx.warm)
+    ctx.ahead.note(ctx.baseline)
     ctx.warm = None
     try:
         result = _Ladder(ctx).run()
@@ -174,7 +177,8 @@ class _Ladder:
 
     def _pick_args(self) -> dict:
         return dict(config=self.ref_config, environment=self.ctx.environment, only=self.ctx.only,
-                    retried=frozenset(self.retried), slow=frozenset(self.slow), apart=frozenset(APART))
+                    retried=frozenset(self.retried), slow=frozenset(self.slow), apart=frozenset(APART),
+                    floor_ms=measure.acceptance_threshold(self.noise) * self._ref_ms())
 
     def _kept(self, stack: list[Candidate] | None = None) -> set[str]:
         return {a["name"] for a in self.ctx.applied} | {p.name for c in (self.stack if stack is None else stack)

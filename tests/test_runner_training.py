@@ -488,6 +488,8 @@ GUESSED = """
         model(torch.randn(8, 4)).sum().backward()
         opt.step()
         opt.zero_grad()
+        if "--no-cuda" in sys.argv:
+            time.sleep(0.2)               # slow enough to be seen training before it ends
 """
 
 
@@ -515,6 +517,9 @@ def test_a_guessed_process_waits_at_its_first_cuda_use_and_takes_the_trials_plac
     while not held.at_hold() and time.time() < deadline:
         time.sleep(0.1)
     assert held.held and held.alive()
+    from advisor.runner.ahead import AHEAD_NICE
+
+    assert os.getpriority(os.PRIO_PROCESS, held.proc.pid) == AHEAD_NICE  # on the cores left idle
     held.pause()  # it waits: nothing to stop
     assert not held.paused
     assert not (tmp_path / "trials" / "03-fix").exists()
@@ -558,3 +563,31 @@ def test_a_wrong_guess_is_dropped_and_one_that_never_waits_is_not_used(tmp_path)
     res = run_child(spec, timeout=120, step_timeout=60, held=runaway)
     assert res["status"] == "complete" and not res["started_held"], res["incomplete_reasons"]
     assert sorted(os.listdir(tmp_path / "trials")) == ["05-b"]
+
+
+def test_a_guess_may_warm_up_before_it_waits(tmp_path):
+    """hold_at "warmup": the guess runs its first warm-up steps (on a GPU host: CUDA, compile,
+    CUDA graphs) and waits before the last two; released, it finishes its warm-up and is timed.
+    The wait is in no step's time."""
+    import time
+
+    from advisor.measure import startup_s
+    from advisor.runner.ahead import HeldChild
+    from advisor.runner.parent import run_child
+
+    script = write(tmp_path / "train.py", GUESSED)
+    spec = _guess_spec(tmp_path, script, "06-c", ["--no-cuda"])
+    spec["warmup_steps"] = 4
+    held = HeldChild(spec, str(tmp_path / "trials" / ".ahead-1"), hold_at="warmup")
+    deadline = time.time() + 60
+    while not held.at_hold() and time.time() < deadline:
+        time.sleep(0.1)
+    assert held.held and not held.runaway
+    progress = (tmp_path / "trials" / ".ahead-1" / "progress.jsonl").read_text()
+    assert '"stage": "warmup", "step": 2' in progress and '"step": 3' not in progress  # 4 - 2
+    time.sleep(1.0)  # waiting: in no step's time
+    res = run_child(spec, timeout=120, step_timeout=60, held=held)
+    assert res["status"] == "complete" and res["started_held"], res["incomplete_reasons"]
+    assert startup_s(res)["first_step"] < 0 < startup_s(res)["released"] + 0.5
+    # 0.2 s steps after the first (which holds the script's start-up); the 1 s wait is in none
+    assert max(res["warmup_step_times_ms"][1:]) < 900, res["warmup_step_times_ms"]

@@ -428,3 +428,40 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatc
     _, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment={"gpu_count": 1},
                          baseline={**base, "startup": {"first_step": 2.0}})
     assert all(c[3] == [] for c in calls), calls
+
+
+def test_guesses_warm_up_on_the_gpu_only_where_memory_allows(tmp_path):
+    """A guess goes on into its warm-up (CUDA, compile) beside the running trial only when the
+    memory they are expected to reserve (the most any run reserved so far, times a batch-size
+    factor) fits in lookahead.GPU_SHARE of the device; else it waits at its first CUDA use."""
+    from advisor.lookahead import GPU_SHARE, Lookahead
+
+    ahead = Lookahead(tmp_path, 2, None, False)
+    plain = {"interventions": [{"name": "amp", "params": {}}]}
+    x4 = {"interventions": [{"name": "batch-size", "params": {"factor": 4}}]}
+    assert ahead._fits([plain, plain, plain]) == [False, False]  # nothing measured yet: at CUDA
+    ahead.note({"memory": {"max_reserved_bytes": 10 << 30, "capacity_bytes": 80 << 30}})
+    ahead.note({"memory": {"max_reserved_bytes": 6 << 30, "capacity_bytes": 80 << 30}})
+    assert ahead.peak == 10 << 30
+    assert GPU_SHARE * 80 >= 30
+    assert ahead._fits([plain, plain, plain]) == [True, True]   # 10 + 10 + 10 GiB
+    assert ahead._fits([plain, x4, plain]) == [False, True]     # x4 would need 40 more
+    assert ahead._fits([x4, plain, plain]) == [False, False]    # the running x4 takes 40 alone
+
+
+@pytest.mark.parametrize("at_most, tried", [(0.2, False), (2.0, True)])
+def test_a_fix_whose_gain_is_at_most_under_what_can_be_confirmed_is_not_trialled_yet(
+        tmp_path, monkeypatch, at_most, tried):
+    """A rule's estimate that is an upper bound (ADV110: the host gets back at most the time it
+    waits in the syncs) under the threshold times the reference's step cannot be accepted: the
+    trial is not run now (an H100 ladder spent 16 s on deferring the syncs of an eager step
+    that waited 0.35 ms of 9.1 ms, -11% in the noise), and not marked tried, so the rules
+    propose it again on the next kept stack."""
+    speeds = {(): [100.0], ("set-to-none",): [50.0], ("set-to-none", "tf32"): [45.0]}
+    bound = {**_finding("tf32", at_most), "gain_is_upper_bound": True}  # any rule's bound
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 10.0), bound])
+    names = [c[0] for c in calls]
+    assert ("02-tf32" in names) is tried, names
+    rec = next(t for t in result["trials"] if t["fix"] == "tf32")
+    if not tried:  # 3% of 50 ms = 1.5 ms > 0.2 ms
+        assert rec["status"] == "skipped" and "0.20 ms a step at most" in rec["reason"]

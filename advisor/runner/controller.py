@@ -45,6 +45,9 @@ class Controller:
         # One extra step warms the profiler up (its schedule's warmup) before the active ones.
         self.total = self.warmup + self.measure_n + (self.profile_n + 1 if self.profile_n else 0)
         self.profile_end = self.total
+        # A process started ahead on a guess (runner/held.py) that may use the GPU waits before
+        # its last two warm-up steps (compiled and warmed up by then); else at its first CUDA use.
+        self.hold_step = max(1, self.warmup - 2) if spec.get("hold") and spec.get("hold_at") == "warmup" else None
         self.record_memory = bool(spec.get("record_memory", True))
         self.with_stack = bool(spec.get("with_stack", False))
         # Shapes cost profiler time per op; off unless asked (TensorBoard's shape grouping).
@@ -323,6 +326,10 @@ class Controller:
             if n == 1:
                 self.stage = "warmup"
                 self.save()
+            if n == self.hold_step:
+                from advisor.runner import held
+
+                held.hold(self)
             if n >= self.warmup:
                 self._after_warmup()
         elif phase == "profile":
@@ -394,6 +401,11 @@ class Controller:
             self.observer.snapshot_backends()
         self.save()
         self.progress("measuring", self.steps_seen)
+        quiet = float(self.spec.get("quiet_s") or 0.0)
+        if quiet > 0:
+            # Processes started ahead are stopped when advisor reads "measuring": let what
+            # they had queued on the GPU drain before the window opens (runner/held.py).
+            time.sleep(quiet)
         self.data_acc = 0.0
         self.item_wait_s, self.item_waits = 0.0, 0
         self.settle = self._settle_n

@@ -1,9 +1,12 @@
 """A trial process started ahead on a guess of the next trial (advisor.lookahead), child side.
 
-Its spec carries "hold", a FIFO: the script runs up to its first CUDA use while the trial
-before it runs, then waits there, with nothing on the GPU yet, for advisor to pass the spec it
-runs under (the same fixes; its trial's name and directory) or to drop it. advisor stops a
-process that has not got that far while another one times or profiles its steps."""
+Its spec carries "hold", a FIFO, and "hold_at": "cuda", the script runs up to its first CUDA
+use and waits there, nothing of it on the GPU yet; "warmup", it goes on into its warm-up steps
+(CUDA, compile, CUDA graphs) and waits before the last two, its GPU queue drained. There it
+waits for advisor to pass the spec it runs under (the same fixes; its trial's name and
+directory) or to drop it. advisor stops (SIGSTOP) a process that does not wait yet while
+another one times or profiles its steps; that one's window opens `quiet_s` after it says so,
+for the GPU work queued before the stop to drain."""
 
 from __future__ import annotations
 
@@ -15,9 +18,11 @@ from advisor.runner._util import flush_std, read_json, wait_line
 
 
 def hold(ctl) -> None:
-    """Wait for the release (called once, at the script's first CUDA initialization)."""
+    """Wait for the release (called once: at the script's first CUDA initialization, or at the
+    step boundary Controller.hold_step)."""
     if ctl.forked:  # a DataLoader worker's copy of the hook
         return
+    _drain_gpu()
     ctl.startup["held"] = time.time()
     ctl.progress("held", ctl.steps_seen)
     t = perf_counter()
@@ -42,3 +47,14 @@ def relocate(ctl, spec: dict) -> None:
     ctl.trace_base = os.path.dirname(tb_root)
     if ctl.sandbox is not None:
         ctl.sandbox.relocate(ctl.run_dir)
+
+
+def _drain_gpu() -> None:
+    """Nothing of this process left running on the GPU while it waits."""
+    try:
+        import torch
+
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+    except Exception:
+        pass

@@ -29,7 +29,7 @@ def install(spec: dict):
     from advisor.runner.controller import Controller
 
     ctl = Controller(spec)
-    if spec.get("hold"):
+    if spec.get("hold") and spec.get("hold_at", "cuda") == "cuda":
         from advisor.runner import held
 
         _time_cuda_init(ctl.startup, lambda: held.hold(ctl))
