@@ -183,7 +183,16 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         return _fail(str(exc))
     spec = pipeline.make_spec(script, script_args, run_dir, opts, interventions=ns.applied)
     err.print(f"[cyan]advisor ▸[/] run directory {run_dir}", markup=True, highlight=False)
-    prep = None if ns.no_trials else TrialsPrep(spec.get("cwd"), ns.json)
+    prep = None
+    if not ns.no_trials:
+        from advisor.lookahead import host_count, quiet_s
+        from advisor.trials import REPEAT
+
+        # The repeat's spec is known now: it starts with the baseline and waits at its first
+        # CUDA use (trials._Ladder._reference runs it timed only, with no fix but --apply's).
+        repeat = pipeline.trial_spec(script, script_args, run_dir, opts, REPEAT, ns.applied, False,
+                                     quiet_s(ns.lookahead)) if host_count(ns.lookahead) else None
+        prep = TrialsPrep(spec.get("cwd"), ns.json, repeat, str(run_dir / "trials" / ".ahead-0"))
 
     def on_progress(stage, step, info=None):
         _progress(stage, step, info)
@@ -201,7 +210,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     rundir.write_json(run_dir / "run.json", doc)
     _render(run_dir, doc)
     if not ns.no_trials and doc["status"] == "complete":
-        _run_trials(ns, script, script_args, run_dir, opts, child, doc, started, prep.take_warm())
+        _run_trials(ns, script, script_args, run_dir, opts, child, doc, started, prep.take_warm(), prep.take_held())
     if prep is not None:
         prep.close()
     if ns.json:
@@ -214,7 +223,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     return 0
 
 
-def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: float, warm=None) -> None:
+def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: float, warm=None, held=None) -> None:
     from advisor import trials
     from advisor.patch import make_patch
 
@@ -222,7 +231,7 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: flo
         script=script, script_args=script_args, run_dir=run_dir, opts=opts, baseline=child,
         baseline_findings=doc["findings"], environment=doc["environment"], budget_s=ns.budget * 60.0,
         max_trials=ns.max_trials, trial_timeout=ns.trial_timeout,
-        only=ns.fix_names, applied=ns.applied, stdout_to_stderr=ns.json, warm=warm, lookahead=ns.lookahead,
+        only=ns.fix_names, applied=ns.applied, stdout_to_stderr=ns.json, warm=warm, held=held, lookahead=ns.lookahead,
         progress=lambda line: err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False))
     result = trials.run_trials(ctx)
     doc["trials"] = result["trials"]

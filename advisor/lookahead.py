@@ -48,16 +48,31 @@ def uses_cuda_first(baseline: dict) -> bool:
     return isinstance(init, (int, float)) and (not isinstance(first, (int, float)) or init <= first)
 
 
-def default_count(baseline: dict, asked: int | None = None) -> int:
-    """How many guesses to start for each trial: `asked` (--lookahead), else two on a host with
-    8 cores or more, one with 4; fewer when memory would not hold that many more copies of the
-    largest process so far (each guess holds what the script made before using CUDA)."""
-    if not uses_cuda_first(baseline):
-        return 0
+def host_count(asked: int | None = None) -> int:
+    """Guesses a trial: `asked` (--lookahead), else three on a host with 12 cores or more, two
+    with 8, one with 4, none below."""
     if asked is not None:
         return max(0, asked)
     cpus = os.cpu_count() or 1
-    n = 2 if cpus >= 8 else 1 if cpus >= 4 else 0
+    return 3 if cpus >= 12 else 2 if cpus >= 8 else 1 if cpus >= 4 else 0
+
+
+def quiet_s(asked: int | None = None) -> float:
+    """A trial's quiet gap before its window, wherever guesses may run beside it (the trial
+    specs are made before the baseline shows whether they will: the repeat's guess starts
+    with the baseline)."""
+    return QUIET_S if host_count(asked) else 0.0
+
+
+def default_count(baseline: dict, asked: int | None = None) -> int:
+    """How many guesses to start for each trial: host_count, none when the baseline did not
+    use CUDA before its first step, fewer when memory would not hold that many more copies of
+    the largest process so far (each guess holds what the script made before using CUDA)."""
+    if not uses_cuda_first(baseline):
+        return 0
+    n = host_count(asked)
+    if asked is not None:
+        return n
     avail = _mem_available()
     largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # kB on Linux
     while n and avail is not None and (n + 1) * largest > avail / 2:
@@ -80,13 +95,13 @@ class Lookahead:
     """The processes started ahead for the ladder: guesses (HeldChild) and spares (WarmChild,
     python and torch up: one for a trial no guess covers, one for each next guess)."""
 
-    def __init__(self, run_dir: Path, count: int, cwd: str | None, stdout_to_stderr: bool, warm=None):
+    def __init__(self, run_dir: Path, count: int, cwd: str | None, stdout_to_stderr: bool, warm=None, held=None):
         self.dir = Path(run_dir) / "trials"
         self.count = count
         self.cwd, self.stdout_to_stderr = cwd, stdout_to_stderr
         self.spares: list[WarmChild] = [warm] if warm is not None else []
-        self.guesses: list[HeldChild] = []
-        self.made = 0   # guesses started
+        self.guesses: list[HeldChild] = [held] if held is not None else []
+        self.made = len(self.guesses)  # guesses started
         self.used = 0   # guesses that were the next trial
         self.peak = 0   # the most GPU memory a run reserved so far (bytes)
         self.capacity = 0
@@ -99,14 +114,17 @@ class Lookahead:
         self.capacity = int(mem.get("capacity_bytes") or self.capacity or 0)
 
     def _fits(self, specs: list[dict]) -> list[bool]:
-        """Which specs may run into their warm-up beside the first (the running trial's)."""
+        """Which specs may run into their warm-up beside the first (the running trial's): as
+        GPU memory allows, and one compiling guess at a time (compiles share the CPU: an H100
+        trial that compiled beside two compiling guesses took 29 s to warm up, not 19-23)."""
         if not (self.peak and self.capacity):
             return [False] * (len(specs) - 1)
-        used, out = self.peak * _batch_factor(specs[0]), []
+        used, out, compiling = self.peak * _batch_factor(specs[0]), [], False
         for spec in specs[1:]:
             need = self.peak * _batch_factor(spec)
-            out.append(used + need <= GPU_SHARE * self.capacity)
+            out.append(used + need <= GPU_SHARE * self.capacity and not (compiling and _compiles(spec)))
             used += need if out[-1] else 0
+            compiling |= out[-1] and _compiles(spec)
         return out
 
     def take(self, spec: dict) -> tuple[HeldChild | None, WarmChild | None]:
@@ -161,6 +179,10 @@ class Lookahead:
 
     def summary(self) -> dict:
         return {"count": self.count, "guessed": self.made, "used": self.used, "warmed_up": self.warmed}
+
+
+def _compiles(spec: dict) -> bool:
+    return any(i.get("name") == "torch-compile" for i in spec.get("interventions") or [])
 
 
 def _batch_factor(spec: dict) -> int:

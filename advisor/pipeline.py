@@ -55,6 +55,23 @@ def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeO
     }
 
 
+def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeOptions, name: str,
+               interventions: list[dict], profile: bool = True, quiet_s: float = 0.0) -> dict:
+    """A trial process's spec: under <run_dir>/trials/<name>, its trace in the run's tb/, seeded,
+    the script's writes redirected (sandbox), timed only when not `profile`; `quiet_s`: its
+    window opens that long after it says so (processes started ahead: advisor.lookahead)."""
+    spec = make_spec(script, script_args, Path(run_dir) / "trials" / name, opts, interventions=interventions,
+                     run_name=name)
+    spec["tb_dir"] = str(Path(run_dir) / "tb")
+    spec["sandbox_writes"] = True
+    spec["seed"] = 0
+    if quiet_s:
+        spec["quiet_s"] = quiet_s
+    if not profile:
+        spec["profile_steps"] = 0
+    return spec
+
+
 def summarize_measurement(child: dict) -> dict:
     """Throughput from the unprofiled, synchronized steps (no profiler overhead in it)."""
     times = measure.step_times(child)

@@ -18,10 +18,11 @@ from pathlib import Path
 
 from advisor import interventions, measure, pipeline, rungs
 from advisor.candidates import Candidate, candidates_from_findings
-from advisor.lookahead import QUIET_S, Lookahead, default_count
+from advisor.lookahead import Lookahead, default_count, quiet_s
 from advisor.verdicts import judge, regime_noise, regroup, relative, retime_reference
 
 APART = {"batch-size"}
+REPEAT = "00-baseline-repeat"  # the baseline timed again, with the trials' seed: the noise
 # Why a group's later value wins a tie within noise (see _Ladder._compete).
 TIE_REASON = {"dataloader-workers": "with more headroom"}
 # Extra (reference, trial) timing rounds for a gain inside the noise band.
@@ -47,32 +48,26 @@ class TrialContext:
     started: float = field(default_factory=time.monotonic)
     warm: object = None             # runner.ahead.WarmChild started ahead for the first trial process
     lookahead: int | None = None    # guesses started ahead of each trial (None: by the host, lookahead.py)
+    held: object = None             # runner.ahead.HeldChild: the repeat, started during the baseline
     ahead: object = None            # lookahead.Lookahead, while the ladder runs
 
 
 def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> dict:
-    spec = pipeline.make_spec(ctx.script, ctx.script_args, ctx.run_dir / "trials" / name, ctx.opts,
-                              interventions=[*ctx.applied, *(s for c in stack for s in c.as_specs())], run_name=name)
-    spec["tb_dir"] = str(ctx.run_dir / "tb")
-    spec["sandbox_writes"] = True
-    spec["seed"] = 0
-    if ctx.ahead.count:
-        spec["quiet_s"] = QUIET_S
-    if not profile:
-        spec["profile_steps"] = 0
-    return spec
+    return pipeline.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
+                               [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile,
+                               quiet_s(ctx.lookahead))
 
 
 def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True,
-         guesses: list[tuple[str, list[Candidate]]] | None = None) -> tuple[dict, dict | None, object]:
+         guesses: list[tuple[str, list[Candidate], bool]] | None = None) -> tuple[dict, dict | None, object]:
     """One trial process. profile=False: a timing-only re-run (a confirmation round).
-    guesses: (name, stack) of the trials likely to come next, started ahead while this one
-    runs (advisor.lookahead); None keeps the guesses already made."""
+    guesses: (name, stack, profile) of the processes likely to come next, started ahead while
+    this one runs (advisor.lookahead); None keeps the guesses already made."""
     from advisor.runner.parent import run_child
 
     spec = _spec(ctx, name, stack, profile)
     held, warm = ctx.ahead.take(spec)
-    ctx.ahead.guess(spec, None if guesses is None else [_spec(ctx, n, s) for n, s in guesses])
+    ctx.ahead.guess(spec, None if guesses is None else [_spec(ctx, *g) for g in guesses])
     try:
         child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
                           stdout_to_stderr=ctx.stdout_to_stderr, warm=warm, held=held,
@@ -99,9 +94,9 @@ def _apart_name(cand: Candidate) -> str:
 def run_trials(ctx: TrialContext) -> dict:
     """Run the ladder; returns {"noise", "threshold", "trials": [...], "stack": [...], "apart": [...]}."""
     ctx.ahead = Lookahead(ctx.run_dir, default_count(ctx.baseline, ctx.lookahead), str(Path.cwd()),
-                          ctx.stdout_to_stderr, ctx.warm)
+                          ctx.stdout_to_stderr, ctx.warm, ctx.held)
     ctx.ahead.note(ctx.baseline)
-    ctx.warm = None
+    ctx.warm = ctx.held = None
     try:
         result = _Ladder(ctx).run()
         result["lookahead"] = ctx.ahead.summary()
@@ -178,19 +173,23 @@ class _Ladder:
     def _pick_args(self) -> dict:
         return dict(config=self.ref_config, environment=self.ctx.environment, only=self.ctx.only,
                     retried=frozenset(self.retried), slow=frozenset(self.slow), apart=frozenset(APART),
-                    floor_ms=measure.acceptance_threshold(self.noise) * self._ref_ms())
+                    # the least gain confirmation rounds could still accept
+                    floor_ms=measure.acceptance_threshold(self.noise, 1 + CONFIRM_ROUNDS, 1 + CONFIRM_ROUNDS)
+                    * self._ref_ms())
 
     def _kept(self, stack: list[Candidate] | None = None) -> set[str]:
         return {a["name"] for a in self.ctx.applied} | {p.name for c in (self.stack if stack is None else stack)
                                                          for p in c.parts}
 
-    def _guesses(self, cand: Candidate | None) -> list[tuple[str, list[Candidate]]]:
-        """The trials likely to come after cand's (None: after the baseline's repeat), as
-        (name, stack): the next rung on the stack with cand kept, then on the stack without it
-        (advisor.lookahead). A guess skips what the rules will say of the new trace."""
+    def _guesses(self, cand: Candidate | None, name: str = "") -> list[tuple[str, list[Candidate], bool]]:
+        """The processes likely to come after cand's trial `name` (None: after the baseline's
+        repeat), as (name, stack, profiled), most likely first: the next rung on the stack with
+        cand kept; the kept stack timed again, when its one run could decide the verdict
+        (_confirm); the next rung on the stack without cand (advisor.lookahead). A guess skips
+        what the rules will say of the new trace."""
         if not self.ctx.ahead.count:
             return []
-        out: list[tuple[str, list[Candidate]]] = []
+        out: list[tuple[str, list[Candidate], bool]] = []
         for kept in ((True, False) if cand is not None else (False,)):
             stack, queue = list(self.stack), list(self.queue)
             if kept and not (cand.group and any(q.group == cand.group for q in queue)):
@@ -199,10 +198,12 @@ class _Ladder:
                 queue.insert(0, cand.fallback)
             p = rungs.pick(queue, self.tried, self._kept(stack), **self._pick_args())
             apart = sorted([*self.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
-            nxt = (_trial_name(self.n + 1, p.rung), [*stack, p.rung]) if p.rung is not None else \
-                (_apart_name(apart[0]), [*stack, apart[0]]) if apart else None
+            nxt = (_trial_name(self.n + 1, p.rung), [*stack, p.rung], True) if p.rung is not None else \
+                (_apart_name(apart[0]), [*stack, apart[0]], True) if apart else None
             if nxt is not None and nxt not in out:
                 out.append(nxt)
+            if kept and len(self.ref_runs) == 1:
+                out.append((f"{name}-reference", list(self.stack), False))
         return out
 
     def _apart_all(self, cands: list[Candidate]) -> list[dict]:
@@ -221,7 +222,7 @@ class _Ladder:
                                     "reason": f"{prev['name']} was not faster than the kept fixes"})
                 continue
             nxt = cands[i + 1:i + 2] if self.ctx.ahead.count else []
-            out.append(self._apart(cand, [(_apart_name(c), [*self.stack, c]) for c in nxt]))
+            out.append(self._apart(cand, [(_apart_name(c), [*self.stack, c], True) for c in nxt]))
         return out
 
     def _apart(self, cand: Candidate, guesses: list) -> dict:
@@ -247,7 +248,7 @@ class _Ladder:
     def _reference(self) -> None:
         self.say("repeating the baseline to measure run-to-run noise")
         # Timing only: the baseline's own trace is the one the rules read.
-        repeat, _, _ = self._process("00-baseline-repeat", [], profile=False, guesses=self._guesses(None))
+        repeat, _, _ = self._process(REPEAT, [], profile=False, guesses=self._guesses(None))
         repeat_ok = repeat.get("status") == "complete"
         self.groups = [[self.base, repeat] if repeat_ok else [self.base]]
         self.noise = (measure.pooled_noise(self.groups) if repeat_ok else None) or 0.0
@@ -257,7 +258,7 @@ class _Ladder:
         self.loss_ref = repeat if repeat_ok else self.base
         threshold = measure.acceptance_threshold(self.noise)
         self.result.update(noise=self.noise, threshold=threshold)
-        self.trials.append({"name": "00-baseline-repeat", "fix": "baseline (repeat)", "status": "reference",
+        self.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "reference",
                             "reason": f"run-to-run noise {self.noise:.1%}; one run against one is accepted above {threshold:.1%}",
                             "interventions": [], **measure.trial_figures(repeat, None, self.base)})
 
@@ -271,7 +272,7 @@ class _Ladder:
         self.n += 1
         name = _trial_name(self.n, cand)
         self.say(f"trial {name}: {mod.describe(cand.params)}")
-        child, analysis, model = self._process(name, [*self.stack, cand], guesses=self._guesses(cand))
+        child, analysis, model = self._process(name, [*self.stack, cand], guesses=self._guesses(cand, name))
         runs = [child]
         rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
                "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,

@@ -273,24 +273,42 @@ for epoch in range(100):
 
 def test_the_next_trial_starts_ahead_on_a_guess_and_waits_at_its_first_cuda_use(tmp_path):
     """advisor.lookahead: while the repeat runs, a process is started on the first trial's
-    spec; it runs the script up to its first CUDA use and waits there, then becomes that
-    trial (its name, its directory, its trace), measured like any other. On the GPU host the
-    start-up it does ahead is most of a trial's wall time."""
+    spec (and the repeat's own while the baseline runs); it runs the script up to its first
+    CUDA use and waits there, then becomes that trial (its name, its directory, its trace),
+    measured like any other. On the GPU host the start-up it does ahead is most of a trial's
+    wall time."""
     (tmp_path / "train.py").write_text(CUDA_FIRST)
     r = advisor("analyze", "--out", tmp_path / "run", "--warmup", "2", "--steps", "8", "--min-time", "0",
                 "--profile-steps", "1", "--fix", "dataloader-workers", "--lookahead", "1", "train.py", cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads((tmp_path / "run" / "run.json").read_text())
     assert doc["trial_summary"]["lookahead"]["count"] == 1
-    assert doc["trial_summary"]["lookahead"]["used"] >= 1
     ran = [t for t in doc["trials"] if t.get("elapsed_s")]
-    held = [t for t in ran if t.get("started_held")]
-    assert held and held[0]["name"].startswith("01-dataloader-workers"), [(t["name"], t.get("started_held")) for t in ran]
-    first = held[0]
+    held = [t["name"] for t in ran if t.get("started_held")]
+    # the repeat started with the baseline (its spec is known then); the trial with the repeat
+    assert held[:2] == ["00-baseline-repeat", "01-dataloader-workers-2"], [(t["name"], t.get("started_held")) for t in ran]
+    assert doc["trial_summary"]["lookahead"]["used"] >= 2
+    first = ran[1]
     assert first["status"] == "accepted" and first["steps_measured"] == 8
     at = first["startup_s"]  # seconds from the trial's go: the script had started before it
     assert at["script"] < 0 and at["script"] < at["held"] <= at["released"] <= at["first_step"], at
     assert first["traces"] and (tmp_path / "run" / first["traces"][0]).is_file()
     left = sorted(p.name for p in (tmp_path / "run" / "trials").iterdir())
     assert left == sorted(t["name"] for t in ran), left  # no guess left behind
+    assert not list((tmp_path / "run" / "trials").glob(".ahead*"))
+
+
+def test_a_script_that_never_uses_cuda_gets_no_guesses(tmp_path):
+    """The repeat starts with the baseline on a guess that it will wait at the first CUDA use;
+    a script that trains on the CPU never gets there: the guess is dropped once it is seen
+    training (at the latest when the baseline's window opens), nothing else is guessed, and
+    the ladder runs as without lookahead."""
+    r = advisor("analyze", "--out", tmp_path / "run", "--warmup", "2", "--steps", "6", "--profile-steps", "1",
+                "--lookahead", "1", "--fix", "set-to-none", TINY, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert doc["trial_summary"]["lookahead"]["count"] == 0
+    ran = [t for t in doc["trials"] if t.get("elapsed_s")]
+    assert ran and not any(t.get("started_held") for t in ran)
+    assert doc["trials"][0]["status"] == "reference" and doc["trials"][0]["steps_measured"] >= 6
     assert not list((tmp_path / "run" / "trials").glob(".ahead*"))

@@ -43,7 +43,7 @@ def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environmen
 
     def fake_run(ctx, name, stack, profile=True, guesses=None):
         keys = tuple(c.key for c in stack)
-        calls.append((name, keys, profile, [(n, tuple(c.key for c in s)) for n, s in guesses or []]))
+        calls.append((name, keys, profile, [(n, tuple(c.key for c in s), p) for n, s, p in guesses or []]))
         got = speeds[keys]
         if isinstance(got, dict):
             return (got, *traced(keys, None))
@@ -53,8 +53,11 @@ def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environmen
         return (_timed(ms), *traced(keys, ms))
 
     monkeypatch.setattr(trials, "_run", fake_run)
+    baseline = baseline or _timed(100.0)
+    if lookahead:  # guesses need a script that uses CUDA before its first step
+        baseline = {**baseline, "startup": {"cuda_init": 1.0, "first_step": 2.0}}
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
-                              baseline=baseline or _timed(100.0), baseline_findings=findings,
+                              baseline=baseline, baseline_findings=findings,
                               environment=environment or {}, progress=lines.append, only=only,
                               lookahead=lookahead)
     return trials.run_trials(ctx), calls, lines
@@ -92,14 +95,15 @@ def test_a_one_run_reference_is_timed_again_only_when_the_verdict_could_turn_on_
     speeds = {(): [101.0], ("set-to-none",): [kept_ms, kept_ms * 1.005],
               ("set-to-none", "channels-last"): [trial_ms]}
     result, calls, lines = ladder(tmp_path, monkeypatch, speeds,
-                                  [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)])
+                                  [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)], lookahead=2)
     names = [c[0] for c in calls]
     assert "01-set-to-none-repeat" not in names  # never a repeat right after a kept fix
     nxt = _rec(result, "02-")
     if again:
         assert names == ["00-baseline-repeat", "01-set-to-none", "02-channels-last", "02-channels-last-reference"], why
-        # timing-only, the kept stack alone
-        assert calls[-1][1:3] == (("set-to-none",), False)
+        # timing-only, the kept stack alone; guessed while 02 ran
+        assert calls[-1][:3] == ("02-channels-last-reference", ("set-to-none",), False)
+        assert calls[-1][:3] in calls[-2][3]
         assert nxt["reference_runs"] == 2 and "1 run vs 2 of the reference" in nxt["reason"]
         assert any("the reference has one run" in line and "timing it again" in line for line in lines)
     else:
@@ -419,10 +423,12 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatc
     assert names == ["00-baseline-repeat", "01-channels-last+amp", "02-set-to-none+cudnn-benchmark",
                      "03-torch-compile-reduce-overhead", "apart-batch-size-x2", "apart-batch-size-x4"], names
     for before, now in zip(calls, calls[1:]):
-        assert (now[0], now[1]) in before[3], (now[:2], before[3])
+        assert now[:3] in before[3], (now[:3], before[3])
     # both branches: the pair kept, the bundle on top; the pair rejected, channels_last alone
-    assert calls[1][3] == [("02-set-to-none+cudnn-benchmark", (PAIR, "set-to-none + cudnn-benchmark")),
-                           ("02-channels-last", ("channels-last",))]
+    assert calls[1][3] == [("02-set-to-none+cudnn-benchmark", (PAIR, "set-to-none + cudnn-benchmark"), True),
+                           ("02-channels-last", ("channels-last",), True)]
+    # the pair's one run is the reference: the kept stack timed again is the other likely process
+    assert ("02-set-to-none+cudnn-benchmark-reference", (PAIR,), False) in calls[2][3]
     assert calls[-1][3] == []  # nothing after the last batch size
     # without --lookahead on a script that never used CUDA before its first step: no guesses
     _, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment={"gpu_count": 1},
@@ -433,7 +439,8 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatc
 def test_guesses_warm_up_on_the_gpu_only_where_memory_allows(tmp_path):
     """A guess goes on into its warm-up (CUDA, compile) beside the running trial only when the
     memory they are expected to reserve (the most any run reserved so far, times a batch-size
-    factor) fits in lookahead.GPU_SHARE of the device; else it waits at its first CUDA use."""
+    factor) fits in lookahead.GPU_SHARE of the device, and only one of them compiles; else it
+    waits at its first CUDA use."""
     from advisor.lookahead import GPU_SHARE, Lookahead
 
     ahead = Lookahead(tmp_path, 2, None, False)
@@ -447,6 +454,8 @@ def test_guesses_warm_up_on_the_gpu_only_where_memory_allows(tmp_path):
     assert ahead._fits([plain, plain, plain]) == [True, True]   # 10 + 10 + 10 GiB
     assert ahead._fits([plain, x4, plain]) == [False, True]     # x4 would need 40 more
     assert ahead._fits([x4, plain, plain]) == [False, False]    # the running x4 takes 40 alone
+    compiled = {"interventions": [{"name": "torch-compile", "params": {"mode": "reduce-overhead"}}]}
+    assert ahead._fits([compiled, compiled, compiled]) == [True, False]  # one compiling guess at a time
 
 
 @pytest.mark.parametrize("at_most, tried", [(0.2, False), (2.0, True)])
