@@ -127,16 +127,17 @@ def module_for(cand: Candidate):
     )
 
 
-def requeue(queue, child, analysis, model, ctx, tried) -> list[Candidate]:
+def requeue(queue, child, analysis, model, ctx, tried, keep: frozenset = frozenset()) -> list[Candidate]:
     """Re-run the rules on the new stack's trace: the queue becomes what they propose now,
     by gain. A fix whose finding no longer fires has nothing left to fix (pinned copies once
-    the data lives on the GPU) and is dropped; --fix names stay queued."""
+    the data lives on the GPU) and is dropped; --fix names stay queued, and so do the keys in
+    `keep` (found in the trace of a fix that was not kept: what they fix shows only with it)."""
     if analysis is None or model is None:
         return queue
     findings, _ = pipeline.run_findings(model, analysis, child.get("config") or {},
                                         child.get("environment") or ctx.environment, ctx.opts.rules_dirs)
     fresh = {c.key: c for c in candidates_from_findings(findings, ctx.environment, None) if c.key not in tried}
-    named = [q for q in queue if ctx.only and q.name in ctx.only and q.key not in fresh]
+    named = [q for q in queue if (ctx.only and q.name in ctx.only or q.key in keep) and q.key not in fresh]
     kept = [c for c in fresh.values() if ctx.only is None or c.name in ctx.only]
     return sorted(kept + named, key=lambda c: -(c.est_gain_ms or 0.0))
 

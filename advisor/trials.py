@@ -131,6 +131,7 @@ class _Ladder:
         # (rungs.worth_retrying).
         self.slow: dict[str, tuple[float, float | None]] = {}
         self.retried: set[str] = set()
+        self.learned: set[str] = set()  # queued from a rejected trial's trace (_learn)
         self.n = 0
 
     def _process(self, name: str, stack: list[Candidate], profile: bool = True, guesses=None):
@@ -323,6 +324,10 @@ class _Ladder:
         if found:
             self.say(f"trial {name}'s trace points at {', '.join(sorted({c.name for c in found}))}: queued")
             self.queue = sorted(self.queue + found, key=lambda c: -(c.est_gain_ms or 0.0))
+            # The rules need not find them on the kept stack's trace (without the rejected
+            # fix, an H100's eager fp32 step was not launch-bound): they stay queued until
+            # tried (compile was dropped so, and that ladder ended at 52% of the control).
+            self.learned |= {c.key for c in found}
 
     def _confirm(self, name: str, cand: Candidate, runs: list[dict], changes_numerics: bool):
         """The verdict, after re-timing a gain inside the noise band: the reference and the
@@ -382,7 +387,8 @@ class _Ladder:
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
         now = (self._ref_ms(), rungs.idle_share(analysis))
         retry = {k for k, at in self.slow.items() if rungs.worth_retrying(at, now)}
-        self.queue = rungs.requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry)
+        self.queue = rungs.requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry,
+                                   frozenset(self.learned))
         for c in self.queue:
             alt: Candidate | None = c
             while alt is not None:  # a fallback rejected as not faster is retried with its candidate

@@ -30,8 +30,9 @@ def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environmen
     it, default unknown); else trials leave none. Returns
     (result, calls: [(process name, stack keys, profiled)], progress lines)."""
     calls, lines, seen = [], [], {}
-    if rules is not None:
-        monkeypatch.setattr(pipeline, "run_findings", lambda *a, **k: (rules, []))
+    if rules is not None:  # a list: found on every trace; a callable: of the trace's stack keys
+        monkeypatch.setattr(pipeline, "run_findings", lambda model, analysis, *a, **k: (
+            rules(analysis["keys"]) if callable(rules) else rules, []))
 
     def traced(keys, ms):
         if rules is None:
@@ -39,7 +40,7 @@ def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environmen
         share = (idle or {}).get(keys)
         analysis = {"stub": True} if share is None else \
             {"step_time_ms": ms, "breakdown": {"gpu_idle": share * ms}}
-        return analysis, object()
+        return {**analysis, "keys": keys}, object()
 
     def fake_run(ctx, name, stack, profile=True, guesses=None):
         keys = tuple(c.key for c in stack)
@@ -474,3 +475,19 @@ def test_a_fix_whose_gain_is_at_most_under_what_can_be_confirmed_is_not_trialled
     rec = next(t for t in result["trials"] if t["fix"] == "tf32")
     if not tried:  # 3% of 50 ms = 1.5 ms > 0.2 ms
         assert rec["status"] == "skipped" and "0.20 ms a step at most" in rec["reason"]
+
+
+def test_a_fix_found_in_a_rejected_trials_trace_stays_queued_until_tried(tmp_path, monkeypatch):
+    """AMP on a host-bound eager step makes it launch-bound and measures no faster: its trace
+    points at torch.compile. Without AMP the kept stack's trace does not (an H100 ladder's fp32
+    step was GPU-bound), and compile was dropped when the rules re-ran: it stays queued."""
+    speeds = {(): [100.0], ("amp(dtype=bfloat16)",): [99.0], ("tf32",): [80.0], ("tf32", RO): [40.0]}
+
+    def rules(keys):
+        return [_finding("torch-compile", 30.0)] if "amp(dtype=bfloat16)" in keys else []
+
+    result, calls, lines = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("tf32", 1.0)],
+                                  environment={"gpu_count": 1}, rules=rules)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-amp", "02-tf32", "03-torch-compile-reduce-overhead"]
+    assert any("points at torch-compile" in line for line in lines)
+    assert [c["name"] for c in result["stack"]] == ["tf32", "torch-compile"]
