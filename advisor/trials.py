@@ -387,8 +387,12 @@ class _Ladder:
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
         now = (self._ref_ms(), rungs.idle_share(analysis))
         retry = {k for k, at in self.slow.items() if rungs.worth_retrying(at, now)}
+        # torch.compile waits behind every other fix (rungs.LAST); the finding that queued it
+        # can flicker as they change the step (an H100 ladder's GPU went from 71% to 83% busy
+        # of the step, over ADV109's 80%, and compile was dropped): once queued, it stays.
+        waiting = {c.key for c in self.queue if c.name in rungs.LAST}
         self.queue = rungs.requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry,
-                                   frozenset(self.learned))
+                                   frozenset(self.learned | waiting))
         for c in self.queue:
             alt: Candidate | None = c
             while alt is not None:  # a fallback rejected as not faster is retried with its candidate

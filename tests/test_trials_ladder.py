@@ -491,3 +491,18 @@ def test_a_fix_found_in_a_rejected_trials_trace_stays_queued_until_tried(tmp_pat
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-amp", "02-tf32", "03-torch-compile-reduce-overhead"]
     assert any("points at torch-compile" in line for line in lines)
     assert [c["name"] for c in result["stack"]] == ["tf32", "torch-compile"]
+
+
+def test_torch_compile_once_queued_waits_for_its_turn_whatever_the_rules_say_later(tmp_path, monkeypatch):
+    """Compile goes after every other queued fix; a fix kept meanwhile can take the step just
+    over ADV109's bar (an H100 ladder: 71% -> 83% of the step busy) and the rules stop
+    proposing it. It was queued on a kept stack's trace: it is still tried."""
+    speeds = {(): [100.0], ("tf32",): [80.0], ("tf32", RO): [40.0]}
+
+    def rules(keys):
+        return [] if "tf32" in keys else [_finding("torch-compile", 30.0), _finding("tf32", 5.0)]
+
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0), _finding("tf32", 5.0)],
+                              environment={"gpu_count": 1}, rules=rules)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-tf32", "02-torch-compile-reduce-overhead"]
+    assert [c["name"] for c in result["stack"]] == ["tf32", "torch-compile"]
