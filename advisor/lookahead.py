@@ -138,14 +138,25 @@ class Lookahead:
         return None, (self.spares.pop(0) if self.spares else None)
 
     def guess(self, running: dict, specs: list[dict] | None) -> None:
-        """Start these guesses of the trial after `running` (the ones left are dropped); None:
-        keep the ones there (a timing-only re-run comes between). Then top the spares up."""
+        """Start these guesses of what comes after `running`, most likely first; a guess made
+        before on one of these specs goes on as it is (advanced into its warm-up when it now
+        fits), the others are dropped. None: keep the guesses there (a timing-only re-run comes
+        between). Then top the spares up."""
         if specs is not None:
-            for g in self.guesses:
-                g.close()
-            self.guesses = []
             specs = specs[: self.count]
-            for spec, warmup in zip(specs, self._fits([running, *specs])):
+            old = {g.key: g for g in self.guesses if g.alive()}
+            keys = [spec_key(spec) for spec in specs]
+            for g in self.guesses:
+                if g.key not in keys or old.get(g.key) is not g:
+                    g.close()
+            self.guesses = []
+            for spec, key, warmup in zip(specs, keys, self._fits([running, *specs])):
+                g = old.pop(key, None)
+                if g is not None:  # already on its way
+                    if warmup and g.advance():
+                        self.warmed += 1
+                    self.guesses.append(g)
+                    continue
                 self.made += 1
                 self.warmed += warmup
                 warm = self.spares.pop(0) if self.spares else None

@@ -185,9 +185,10 @@ class _Ladder:
     def _guesses(self, cand: Candidate | None, name: str = "") -> list[tuple[str, list[Candidate], bool]]:
         """The processes likely to come after cand's trial `name` (None: after the baseline's
         repeat), as (name, stack, profiled), most likely first: the next rung on the stack with
-        cand kept; the kept stack timed again, when its one run could decide the verdict
-        (_confirm); the next rung on the stack without cand (advisor.lookahead). A guess skips
-        what the rules will say of the new trace."""
+        cand kept (the first two batch sizes once the ladder is done); the kept stack timed
+        again, when its one run could decide the verdict (_confirm); the next rung on the stack
+        without cand (advisor.lookahead). A guess skips what the rules will say of the new
+        trace."""
         if not self.ctx.ahead.count:
             return []
         out: list[tuple[str, list[Candidate], bool]] = []
@@ -199,10 +200,9 @@ class _Ladder:
                 queue.insert(0, cand.fallback)
             p = rungs.pick(queue, self.tried, self._kept(stack), **self._pick_args())
             apart = sorted([*self.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
-            nxt = (_trial_name(self.n + 1, p.rung), [*stack, p.rung], True) if p.rung is not None else \
-                (_apart_name(apart[0]), [*stack, apart[0]], True) if apart else None
-            if nxt is not None and nxt not in out:
-                out.append(nxt)
+            nxt = [(_trial_name(self.n + 1, p.rung), [*stack, p.rung], True)] if p.rung is not None else \
+                [(_apart_name(a), [*stack, a], True) for a in apart[:2]]  # x4 comes after x2: both
+            out += [g for g in nxt if g not in out]
             if kept and len(self.ref_runs) == 1:
                 out.append((f"{name}-reference", list(self.stack), False))
         return out

@@ -591,3 +591,32 @@ def test_a_guess_may_warm_up_before_it_waits(tmp_path):
     assert startup_s(res)["first_step"] < 0 < startup_s(res)["released"] + 0.5
     # 0.2 s steps after the first (which holds the script's start-up); the 1 s wait is in none
     assert max(res["warmup_step_times_ms"][1:]) < 900, res["warmup_step_times_ms"]
+
+
+def test_a_guess_held_at_its_first_cuda_use_can_be_advanced_into_its_warm_up(tmp_path):
+    """Held at its first CUDA use (the GPU had no room for it), a guess is told later to go on
+    into its warm-up (advisor.lookahead, when a guess made earlier is guessed again): it waits
+    again before its last two warm-up steps, and runs on when released."""
+    import time
+
+    from advisor.runner.ahead import HeldChild
+    from advisor.runner.parent import run_child
+
+    script = write(tmp_path / "train.py", GUESSED)
+    spec = _guess_spec(tmp_path, script, "07-d")
+    spec["warmup_steps"] = 4
+    held = HeldChild(spec, str(tmp_path / "trials" / ".ahead-1"))
+    deadline = time.time() + 60
+    while not held.at_hold() and time.time() < deadline:
+        time.sleep(0.1)
+    progress = tmp_path / "trials" / ".ahead-1" / "progress.jsonl"
+    assert held.held and '"warmup"' not in progress.read_text()  # at the CUDA use: no step yet
+    assert held.advance() and held.hold_at == "warmup" and not held.held
+    while not held.at_hold() and time.time() < deadline:
+        time.sleep(0.1)
+    assert held.held and not held.runaway
+    text = progress.read_text()
+    assert '"stage": "warmup", "step": 2' in text and '"step": 3' not in text and text.count('"held"') == 2
+    res = run_child(spec, timeout=120, step_timeout=60, held=held)
+    assert res["status"] == "complete" and res["started_held"], res["incomplete_reasons"]
+    assert "advanced" in res["startup"]

@@ -312,3 +312,32 @@ def test_a_script_that_never_uses_cuda_gets_no_guesses(tmp_path):
     assert ran and not any(t.get("started_held") for t in ran)
     assert doc["trials"][0]["status"] == "reference" and doc["trials"][0]["steps_measured"] >= 6
     assert not list((tmp_path / "run" / "trials").glob(".ahead*"))
+
+
+def test_a_guess_made_again_goes_on_and_the_others_are_dropped(tmp_path):
+    """advisor.lookahead.Lookahead.guess: a guess whose spec is guessed again for the next
+    process keeps running (not killed and started over: on a GPU host it may be compiling);
+    one not guessed again is dropped with its directory."""
+    from advisor.lookahead import Lookahead
+    from advisor.pipeline import AnalyzeOptions, trial_spec
+
+    (tmp_path / "train.py").write_text(CUDA_FIRST)
+    opts = AnalyzeOptions(warmup=2, profile_steps=1, measure_steps=4)
+
+    def spec(name, fixes):
+        return trial_spec(str(tmp_path / "train.py"), [], tmp_path / "run", opts, name,
+                          [{"name": f, "params": {}} for f in fixes])
+
+    ahead = Lookahead(tmp_path / "run", 2, str(tmp_path), False)
+    try:
+        ahead.guess(spec("01-a", []), [spec("02-b", ["set-to-none"])])
+        first = ahead.guesses[0]
+        ahead.guess(spec("02-b", ["set-to-none"]), [spec("03-c", ["tf32"]), spec("02-b-again", ["set-to-none"])])
+        assert ahead.guesses[1] is first and first.alive()  # the same process, guessed again
+        assert ahead.made == 2
+        ahead.guess(spec("03-c", ["tf32"]), [spec("04-d", ["cudnn-benchmark"])])
+        assert first.proc.poll() is not None  # not guessed again: dropped (and 03-c, never taken)
+        assert sorted(p.name for p in (tmp_path / "run" / "trials").iterdir()) == [".ahead-3"]
+    finally:
+        ahead.close()
+    assert not list((tmp_path / "run" / "trials").iterdir())

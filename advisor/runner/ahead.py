@@ -68,7 +68,7 @@ class _StartedAhead:
             _kill_group(self.proc.pid, signal.SIGCONT)
             self.paused = False
 
-    def _hand_over(self, spec_path: str, nice: int = 0) -> bool:
+    def _hand_over(self, spec_path: str, nice: int = 0, keep_fifo: bool = False) -> bool:
         """The spec's path written into the FIFO, if its reader waits there yet; the process
         then runs at `nice`."""
         try:
@@ -78,7 +78,8 @@ class _StartedAhead:
         _renice(self.proc.pid, nice)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(spec_path + "\n")
-        shutil.rmtree(self.fifo_dir, ignore_errors=True)
+        if not keep_fifo:
+            shutil.rmtree(self.fifo_dir, ignore_errors=True)
         return True
 
     def _kill(self) -> None:
@@ -181,6 +182,18 @@ class HeldChild(_StartedAhead):
     def _stoppable(self) -> bool:
         """Not one that waits at the hold already (idle: nothing to stop)."""
         return self.alive() and not self.at_hold()
+
+    def advance(self) -> bool:
+        """Held at its first CUDA use: let it go on into its warm-up, to wait again before its
+        last two warm-up steps (held.ADVANCE). False when it does not wait there (yet)."""
+        from advisor.runner.held import ADVANCE
+
+        if self.hold_at != "cuda" or not self.alive() or not self.at_hold():
+            return False
+        if not self._hand_over(ADVANCE, AHEAD_NICE, keep_fifo=True):
+            return False
+        self.hold_at, self.held = "warmup", False  # its next "held" is the warm-up one
+        return True
 
     def release(self, spec: dict, spec_path: str, wait_s: float) -> subprocess.Popen | None:
         """Once it holds: its directory becomes spec["run_dir"], spec is written there (at

@@ -46,7 +46,8 @@ class Controller:
         self.total = self.warmup + self.measure_n + (self.profile_n + 1 if self.profile_n else 0)
         self.profile_end = self.total
         # A process started ahead on a guess (runner/held.py) that may use the GPU waits before
-        # its last two warm-up steps (compiled and warmed up by then); else at its first CUDA use.
+        # its last two warm-up steps (compiled and warmed up by then); else at its first CUDA
+        # use (and may be advanced from there to this step later).
         self.hold_step = max(1, self.warmup - 2) if spec.get("hold") and spec.get("hold_at") == "warmup" else None
         self.record_memory = bool(spec.get("record_memory", True))
         self.with_stack = bool(spec.get("with_stack", False))

@@ -16,10 +16,14 @@ from time import perf_counter
 
 from advisor.runner._util import flush_std, read_json, wait_line
 
+# What advisor writes instead of a spec's path to a process held at its first CUDA use that may
+# now go on into its warm-up.
+ADVANCE = "advance-to-warmup"
+
 
 def hold(ctl) -> None:
-    """Wait for the release (called once: at the script's first CUDA initialization, or at the
-    step boundary Controller.hold_step)."""
+    """Wait for the release: at the script's first CUDA initialization, or at the step boundary
+    Controller.hold_step (set in the spec, or by an ADVANCE from the first hold)."""
     if ctl.forked:  # a DataLoader worker's copy of the hook
         return
     _drain_gpu()
@@ -27,6 +31,13 @@ def hold(ctl) -> None:
     ctl.progress("held", ctl.steps_seen)
     t = perf_counter()
     line = wait_line(ctl.spec["hold"])
+    if line == ADVANCE and ctl.hold_step is None:
+        # Held at its first CUDA use, told to go on into its warm-up (the GPU now has room for
+        # it): it waits again before its last two warm-up steps (Controller.hold_step).
+        ctl.hold_step = max(1, ctl.warmup - 2)
+        ctl._t_warm += perf_counter() - t
+        ctl.startup["advanced"] = time.time()
+        return
     spec = read_json(line) if line else None
     if not isinstance(spec, dict):  # dropped (the guess was wrong), or advisor is gone
         flush_std()
