@@ -1,6 +1,7 @@
 """Processes started ahead of their trial, parent side. A WarmChild has python and torch
 started before its spec exists; a HeldChild was given a guessed spec (advisor.lookahead) and
-runs the script up to its first CUDA use, where it waits (runner/held.py) for its release."""
+runs the script up to its first CUDA use, or into its warm-up, where it waits (runner/held.py)
+to be advanced (from the CUDA use into the warm-up), released as its trial, or dropped."""
 
 from __future__ import annotations
 
