@@ -438,7 +438,7 @@ def test_a_process_started_ahead_runs_the_script_as_a_fresh_one(tmp_path, capfd)
 
     spare = WarmChild(str(tmp_path))  # started for a process that never comes: closed, gone
     spare.close()
-    assert spare.proc.poll() is not None and not os.path.exists(spare.dir)
+    assert spare.proc.poll() is not None and not os.path.exists(spare.fifo_dir)
 
 
 def test_a_process_started_ahead_ends_when_advisor_is_gone(tmp_path):

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 from advisor.runner._util import write_json_atomic
-from advisor.runner.parent import _kill_group, _spawn, _Tail
+from advisor.runner.parent import _kill_group, _spawn, _Tail, start_child
 
 # What may differ between a guessed spec and the trial's: where it runs and what it is called.
 _PLACE = ("run_dir", "run_name", "hold", "hold_at")
@@ -102,21 +102,17 @@ class WarmChild(_StartedAhead):
         self.proc = _spawn(["--wait", self.fifo], cwd, stdout_to_stderr)
         _renice(self.proc.pid, AHEAD_NICE)
 
-    @property
-    def dir(self) -> str:
-        return self.fifo_dir
-
     def fits(self, cwd: str | None, stdout_to_stderr: bool) -> bool:
         return self.proc.poll() is None and (cwd or None) == (self.cwd or None) \
             and stdout_to_stderr == self.stdout_to_stderr
 
-    def go(self, spec_path: str, wait_s: float = 120.0, nice: int = 0) -> subprocess.Popen | None:
-        """Hand the spec over (the process then runs at `nice`); None when the process died or
-        never opened its end."""
+    def go(self, spec_path: str, wait_s: float = 120.0) -> subprocess.Popen | None:
+        """Hand the spec over (the process then runs at normal priority); None when the process
+        died or never opened its end."""
         self.resume()
         deadline = time.monotonic() + wait_s
         while self.proc.poll() is None and time.monotonic() < deadline:
-            if self._hand_over(spec_path, nice):
+            if self._hand_over(spec_path):
                 return self.proc
             time.sleep(0.02)
         self.close()
@@ -153,14 +149,8 @@ class HeldChild(_StartedAhead):
         open(progress, "wb").close()
         self.tail = _Tail(progress)
         self.spawned = time.time()
-        cwd = spec.get("cwd")
-        proc = warm.go(spec_path, nice=AHEAD_NICE) if warm is not None and warm.fits(cwd, stdout_to_stderr) else None
-        if proc is None:
-            if warm is not None:
-                warm.close()
-            proc = _spawn([spec_path], cwd, stdout_to_stderr)
-            _renice(proc.pid, AHEAD_NICE)
-        self.proc = proc
+        self.proc, _ = start_child(spec_path, spec.get("cwd"), stdout_to_stderr, warm)
+        _renice(self.proc.pid, AHEAD_NICE)
         self.fifo = fifo
         self.held = False      # it reached the hold (nothing running, nothing queued on the GPU)
         self.runaway = False   # held at CUDA, it reached a training step without using CUDA first

@@ -21,6 +21,17 @@ _STARTUP_S = 60.0      # allowance for the child's start-up (torch import) befor
 _PY_SUFFIXES = (".py", ".pyw")
 
 
+def start_child(spec_path: str, cwd: str | None, stdout_to_stderr: bool, warm=None) -> tuple[subprocess.Popen, bool]:
+    """The child for the spec at spec_path: the process started ahead (a runner.ahead.WarmChild,
+    used or closed) when it fits, else a fresh one; and whether it was the one started ahead."""
+    proc = warm.go(spec_path) if warm is not None and warm.fits(cwd, stdout_to_stderr) else None
+    if proc is not None:
+        return proc, True
+    if warm is not None:
+        warm.close()
+    return _spawn([spec_path], cwd, stdout_to_stderr), False
+
+
 def _spawn(args: list[str], cwd: str | None, stdout_to_stderr: bool) -> subprocess.Popen:
     """bootstrap.py in a new session (its own process group, killed as one), in the script's
     cwd; ``stdout_to_stderr`` (--json): the script's prints go to stderr."""
@@ -148,14 +159,11 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
         open(progress_path, "wb").close()
         # stdout_to_stderr: `--json` keeps stdout for advisor's JSON alone; the script's prints
         # still reach the terminal, on stderr.
-        proc = warm.go(spec_path) if warm is not None and warm.fits(spec.get("cwd"), stdout_to_stderr) else None
-        if proc is None and warm is not None:
+        proc, started_warm = start_child(spec_path, spec.get("cwd"), stdout_to_stderr, warm)
+    else:
+        started_warm = True
+        if warm is not None:
             warm.close()
-    elif warm is not None:
-        warm.close()
-    started_warm = proc is not None
-    if proc is None:
-        proc = _spawn([spec_path], spec.get("cwd"), stdout_to_stderr)
     pgid = proc.pid  # a new session: the child leads its own process group
 
     signals = {"int": 0}
