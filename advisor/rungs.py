@@ -45,6 +45,31 @@ LAST = ("torch-compile",)
 RETRY_SPEEDUP = 1.5
 RETRY_IDLE_DROP = 0.5
 
+# A fix that cuts only GPU time cannot show while the GPU waits for the host: on an H100's
+# eager step AMP measured -9.1% and -30.6% with the GPU idle 80-87% of the step, then +32.1%
+# once compile's CUDA graphs had taken the launch cost away, in a process of its own that
+# compiled a new graph (48.6 s). Rejected on such a step, it rides with torch-compile: one rung,
+# compile alone its fallback, and no retry before then while the step stays host-bound.
+RIDERS = ("amp", "channels-last", "tf32")
+HOST_BOUND_IDLE = 0.5
+
+
+def rides(name: str, at: tuple[float, float | None]) -> bool:
+    """Whether a fix rejected at `at` (reference ms/step, the GPU idle share of its own trace)
+    rides with torch-compile."""
+    return name in RIDERS and at[1] is not None and at[1] >= HOST_BOUND_IDLE
+
+
+def with_riders(cand: Candidate, riders: list[Candidate], out: "Pick") -> Candidate:
+    """cand (torch-compile) and the riders as one rung; cand alone is its fallback."""
+    rung = bundle([cand, *riders])
+    rung.fallback, rung.fallback_when = cand, ("skipped", "failed", "rejected")
+    out.tried.discard(cand.key)  # its own trial is the fallback's
+    out.tried.add(rung.key)
+    out.notes.append(f"{', '.join(r.key for r in riders)}: rejected while the GPU idled on a host-bound step; "
+                     f"trialled with {cand.key}, which takes the launch cost away")
+    return rung
+
 
 def idle_share(analysis: dict | None) -> float | None:
     """The GPU's idle share of a profiled step, from a trial's trace (None: no trace)."""
@@ -156,13 +181,14 @@ class Pick:
 
 def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dict, environment: dict,
          only: set[str] | None = None, retried: frozenset = frozenset(), slow: frozenset = frozenset(),
-         apart: frozenset = frozenset(), floor_ms: float = 0.0) -> Pick:
+         apart: frozenset = frozenset(), floor_ms: float = 0.0, riders: tuple = ()) -> Pick:
     """The next rung to trial from the queue, as a pure function of the ladder's state (the
     ladder's next step, and a guess at it for a process started ahead: advisor.lookahead).
     kept: names of fixes kept (and --apply's); retried: keys tried again after the bottleneck
     moved, whose partner rejected as slow (in `slow`) may come back; apart: names measured
     apart (batch size); config: the kept stack's observed configuration; floor_ms: the least
-    gain a trial can be accepted on now (the threshold times the reference's step)."""
+    gain a trial can be accepted on now (the threshold times the reference's step); riders:
+    fixes rejected on a host-bound step, trialled with torch-compile (RIDERS)."""
     out = Pick(None, list(queue), set(tried))
     while out.queue:
         cand = out.queue.pop(0)
@@ -185,6 +211,9 @@ def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dic
         if cand.name in apart:
             out.apart.append(cand)
             continue
+        riding = [r for r in riders if r.name not in kept and (not only or r.name in only)]
+        if cand.name in LAST and riding:
+            cand = with_riders(cand, riding, out)
         # A retry may bring back a partner that was rejected beside it for the same reason
         # (both as slow on a host-bound step): only a kept one stays out.
         pair = with_partner(cand, out.queue, config, done - (slow if cand.key in retried else set()))

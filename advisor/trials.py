@@ -83,8 +83,12 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
 
 
 def _trial_name(n: int, cand: Candidate) -> str:
+    return f"{n:02d}-" + "+".join(_part_name(p) for p in cand.parts)
+
+
+def _part_name(cand: Candidate) -> str:
     values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
-    return f"{n:02d}-{cand.name}" + (f"-{'-'.join(values)}" if cand.group and values else "")
+    return cand.name + (f"-{'-'.join(values)}" if cand.group and values else "")
 
 
 def _apart_name(cand: Candidate) -> str:
@@ -130,6 +134,7 @@ class _Ladder:
         # idle share of its own trace's step). Worth another try once the bottleneck has moved
         # (rungs.worth_retrying).
         self.slow: dict[str, tuple[float, float | None]] = {}
+        self.rejected: dict[str, Candidate] = {}  # the fixes in `slow`, by key
         self.retried: set[str] = set()
         self.learned: set[str] = set()  # queued from a rejected trial's trace (_learn)
         self.n = 0
@@ -171,12 +176,17 @@ class _Ladder:
             self.say(line)
         return p.rung
 
-    def _pick_args(self) -> dict:
+    def _pick_args(self, riders: tuple = ()) -> dict:
         return dict(config=self.ref_config, environment=self.ctx.environment, only=self.ctx.only,
                     retried=frozenset(self.retried), slow=frozenset(self.slow), apart=frozenset(APART),
                     # the least gain confirmation rounds could still accept
                     floor_ms=measure.acceptance_threshold(self.noise, 1 + CONFIRM_ROUNDS, 1 + CONFIRM_ROUNDS)
-                    * self._ref_ms())
+                    * self._ref_ms(), riders=(*self._riders(), *riders))
+
+    def _riders(self) -> list[Candidate]:
+        """Fixes rejected on a host-bound step and not queued again: they ride with compile."""
+        return [self.rejected[k] for k, at in self.slow.items()
+                if k in self.tried and rungs.rides(self.rejected[k].name, at)]
 
     def _kept(self, stack: list[Candidate] | None = None) -> set[str]:
         return {a["name"] for a in self.ctx.applied} | {p.name for c in (self.stack if stack is None else stack)
@@ -198,7 +208,9 @@ class _Ladder:
                 stack.append(cand)  # a group's value is kept once the group's last one has run
             if not kept and cand is not None and cand.fallback and "rejected" in cand.fallback_when:
                 queue.insert(0, cand.fallback)
-            p = rungs.pick(queue, self.tried, self._kept(stack), **self._pick_args())
+            # rejected, a fix that cuts GPU time most likely was so on a host-bound step: it rides
+            riders = () if kept or cand is None else tuple(p for p in cand.parts if p.name in rungs.RIDERS)
+            p = rungs.pick(queue, self.tried, self._kept(stack), **self._pick_args(riders))
             apart = sorted([*self.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
             nxt = [(_trial_name(self.n + 1, p.rung), [*stack, p.rung], True)] if p.rung is not None else \
                 [(_apart_name(a), [*stack, a], True) for a in apart[:2]]  # x4 comes after x2: both
@@ -295,8 +307,13 @@ class _Ladder:
             else:
                 self._compete(cand, runs, analysis, model, rec, used)
         elif rec["status"] == "rejected" and not rec["reason"].startswith("numerics"):
+            rode = len(cand.parts) > 1 and any(p.name in rungs.LAST for p in cand.parts)
             for part in cand.parts:  # a bundle's members come back one by one from the rules
+                if rode and part.name not in rungs.LAST:
+                    self.slow.pop(part.key, None)  # they rode with compile: that was their retry
+                    continue
                 self.slow[part.key] = (self._ref_ms(), rungs.idle_share(analysis))
+                self.rejected[part.key] = part
             self._learn(child, analysis, model, name)
         self._fall_back(cand, rec["status"])
         if any(p.key in self.retried for p in cand.parts):
@@ -391,6 +408,8 @@ class _Ladder:
         # can flicker as they change the step (an H100 ladder's GPU went from 71% to 83% busy
         # of the step, over ADV109's 80%, and compile was dropped): once queued, it stays.
         waiting = {c.key for c in self.queue if c.name in rungs.LAST}
+        if waiting and (now[1] is None or now[1] >= rungs.HOST_BOUND_IDLE):  # still host-bound:
+            retry = {k for k in retry if not rungs.rides(self.rejected[k].name, self.slow[k])}  # they ride
         self.queue = rungs.requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry,
                                    frozenset(self.learned | waiting))
         for c in self.queue:

@@ -14,8 +14,8 @@ Example:
     model = resnet18()       # small images, small batch: thousands of tiny kernels
 
 Fix:
-    Give each launch more work or launch less: a larger batch; ``model = torch.compile(model)``
-    (fuses elementwise kernels); CUDA graphs (``torch.compile(model, mode="reduce-overhead")``).
+    Give each launch more work or launch less: a larger batch; ``model.compile()``
+    (fuses elementwise kernels); CUDA graphs (``model.compile(mode="reduce-overhead")``).
 
 Fix safety:
     torch.compile is safe (same math, fused; first steps pay compile time). A larger batch
@@ -74,7 +74,7 @@ def check(ctx):
                      f"{kernels:.0f} kernels per step, mean {mean_us:.1f} us, {pct(short)} shorter than {t.short_kernel_us:.0f} us"],
         # the idle time of the unprofiled step when it was measured, not the profiler-inflated one
         "estimated_gain_ms": max(0.0, unprofiled - kernel_ms) if unprofiled > 0 and kernel_ms > 0 else idle,
-        "fix": fix("torch-compile", changes_numerics=False, code="model = torch.compile(model)",
+        "fix": fix("torch-compile", changes_numerics=False, code="model.compile()",
                    where=ctx.where("parameters")),
         "alternatives": ["batch-size", "cuda-graphs"],
     }

@@ -220,7 +220,7 @@ def test_all_fixes_compose_apply_and_run(cifar):
     body = block_with(tree, "model = build_model().to(device)")
     i = stmt_index(body, "model = build_model().to(device)")
     assert [ast.unparse(s) for s in body[i + 1:i + 3]] == [
-        "model = model.to(memory_format=torch.channels_last)", "model = torch.compile(model)"]
+        "model = model.to(memory_format=torch.channels_last)", "model.compile()"]
 
     # loop: inputs converted, then forward + loss under autocast, backward outside it
     loop = block_with(tree, "loss.backward()")
@@ -328,7 +328,7 @@ def test_fixture_all_fixes_with_compile_and_no_import_torch(tmp_path):
     assert all(literal(kwargs(c)["non_blocking"]) is True for c in calls(tree, "to") if ast.unparse(c.func) in ("x.to", "y.to"))
     i = stmt_index(tree.body, "net.to(args.device)")
     assert [ast.unparse(s) for s in tree.body[i + 1:i + 3]] == [
-        "net = net.to(memory_format=torch.channels_last)", "net = torch.compile(net)"]
+        "net = net.to(memory_format=torch.channels_last)", "net.compile()"]
     loop = block_with(tree, "loss.backward()")
     w = next(s for s in loop if isinstance(s, ast.With))
     assert [ast.unparse(s) for s in w.body] == ["out = net(x)", "loss = F.cross_entropy(out, y)"]
@@ -401,33 +401,130 @@ def test_model_fixes_follow_the_model_binding_from_a_real_run_config():
         os.chdir(old)
     assert all(n["applied"] for n in notes), notes
     added = [line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
-    assert added == ["model = model.to(memory_format=torch.channels_last)", "model = torch.compile(model)",
+    assert added == ["model = model.to(memory_format=torch.channels_last)", "model.compile()",
                      "inputs = inputs.contiguous(memory_format=torch.channels_last)"]
 
 
+def _losses(out: subprocess.CompletedProcess) -> list[str]:
+    return [ln.split(" loss ")[1] for ln in out.stdout.splitlines() if " loss " in ln]
+
+
+def _module_classes(tree: ast.Module) -> dict[str, int]:
+    return {s.name: i for i, s in enumerate(tree.body) if isinstance(s, ast.ClassDef)}
+
+
 def test_preload_dataset_patch_gathers_batches_from_collated_tensors(cifar):
-    """The dataset collated once (a module-level class before the function), the DataLoader
-    keeping its sampler, and each batch one gather through __getitems__: the patched script
-    trains on the very same batches (same losses, step by step)."""
-    before = run(cifar, "--steps", "3", "--batch-size", "8", "--num-samples", "64", "--device", "cpu", "--log-every", "1")
+    """The dataset collated once and the batches as slices of one index tensor, both classes at
+    module level before the function; the DataLoader's batch size, shuffle and drop_last move
+    into the batch sampler, which draws the permutation as RandomSampler does: the patched
+    script trains on the very same batches (same losses, step by step)."""
+    args = ("--steps", "3", "--batch-size", "8", "--num-samples", "64", "--device", "cpu", "--log-every", "1")
+    before = run(cifar, *args)
     config = config_for(cifar, "model", "inputs")
     diff, notes = make_patch(str(cifar), [{"intervention": "preload-dataset", "params": {"device": "cpu"}}], config)
     assert notes[0]["applied"], notes
+    assert any("_BatchesOnDevice" in e for e in notes[0]["edits"])
     apply(cifar, diff)
     tree = ast.parse(cifar.read_text())
-    cls = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "_PreloadedOnDevice")
+    classes = _module_classes(tree)
+    main = next(i for i, s in enumerate(tree.body) if isinstance(s, ast.FunctionDef) and s.name == "main")
+    assert classes["_PreloadedOnDevice"] < main and classes["_BatchesOnDevice"] < main
+    cls = tree.body[classes["_PreloadedOnDevice"]]
     assert {f.name for f in cls.body if isinstance(f, ast.FunctionDef)} >= {"__len__", "__getitems__"}
-    assert tree.body.index(cls) < next(i for i, s in enumerate(tree.body) if isinstance(s, ast.FunctionDef) and s.name == "main")
     loader = calls(tree, "DataLoader")[0]
     dl = kwargs(loader)
     assert ast.unparse(loader.args[0]) == "_PreloadedOnDevice(dataset, 'cpu')"
     assert literal(dl["num_workers"]) == 0 and literal(dl["pin_memory"]) is False
-    assert literal(dl["shuffle"]) is True and literal(dl["drop_last"]) is True  # the sampler is unchanged
+    assert not {"batch_size", "shuffle", "drop_last"} & set(dl)  # DataLoader refuses them beside a batch_sampler
+    assert ast.unparse(dl["batch_sampler"]) == \
+        "_BatchesOnDevice(len(dataset), args.batch_size, shuffle=True, drop_last=True, device='cpu')"
     assert ast.unparse(dl["collate_fn"]) == "lambda batch: batch"
-    out = run(cifar, "--steps", "3", "--batch-size", "8", "--num-samples", "64", "--device", "cpu", "--log-every", "1")
+    out = run(cifar, *args)
     assert "done: 3 steps" in out.stdout
-    losses = [ln.split(" loss ")[1] for ln in before.stdout.splitlines() if " loss " in ln]
-    assert losses and losses == [ln.split(" loss ")[1] for ln in out.stdout.splitlines() if " loss " in ln]
+    assert _losses(before) and _losses(before) == _losses(out)
+
+
+def _loader_script(tmp_path: Path, loader_args: str) -> Path:
+    """A small script: a map-style dataset, a DataLoader made with ``loader_args``, two epochs
+    of steps printing each batch's label sum and the loss (the batches, and their order)."""
+    text = f'''import torch
+import torch.nn as nn
+
+
+class Squares(torch.utils.data.Dataset):
+    def __len__(self):
+        return 22
+
+    def __getitem__(self, i):
+        return torch.full((4,), float(i)), i % 3
+
+
+def main():
+    torch.manual_seed(0)
+    data = Squares()
+    loader = torch.utils.data.DataLoader({loader_args})
+    model = nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    print("batches", len(loader))
+    for epoch in range(2):
+        for x, y in loader:
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            print("batch", x[:, 0].tolist(), "loss", round(loss.item(), 6))
+
+
+if __name__ == "__main__":
+    main()
+'''
+    return _repo(tmp_path, FIXTURE, rel="train.py", text=text)
+
+
+def _preload_run(script: Path, more: list[dict] | None = None) -> tuple[str, list[dict], str]:
+    """(the script's output before, the notes, its output after the patch)."""
+    before = run(script).stdout
+    tree = ast.parse(script.read_text())
+    line = _first_line(tree, lambda n: _is_call(n, "DataLoader"))
+    model_line = _first_line(tree, lambda n: isinstance(n, ast.Call) and _name(n.func) == "model")
+    config = {"dataloader": {"value": {}, "where": f"train.py:{line}"},
+              "input": {"value": {"device": "cpu"}, "where": f"train.py:{model_line}"}}
+    diff, notes = make_patch(str(script), [*(more or []), {"intervention": "preload-dataset", "params": {"device": "cpu"}}],
+                             config)
+    assert all(n["applied"] for n in notes), notes
+    apply(script, diff)
+    return before, notes, run(script).stdout
+
+
+@pytest.mark.parametrize("loader_args", [
+    "data, 4, True, drop_last=True",              # positional batch size and shuffle
+    "dataset=data, batch_size=5",                 # in order, the last batch short
+    "data, batch_size=3, shuffle=False, drop_last=False, num_workers=0",
+])
+def test_preload_patch_moves_the_loaders_batching_into_the_batch_sampler(tmp_path, loader_args):
+    script = _loader_script(tmp_path, loader_args)
+    before, notes, after = _preload_run(script)
+    loader = calls(ast.parse(script.read_text()), "DataLoader")[0]
+    assert "batch_sampler" in kwargs(loader) and len(loader.args) <= 1
+    assert after == before   # the same batches, in the same order, over two epochs
+
+
+def test_preload_patch_keeps_a_loaders_own_sampler(tmp_path):
+    """A sampler of the script's own stays: the batch's indices are handed over as a list."""
+    script = _loader_script(tmp_path, "data, batch_size=4, sampler=torch.utils.data.SequentialSampler(range(22))")
+    before, notes, after = _preload_run(script)
+    assert "_BatchesOnDevice" not in script.read_text()
+    assert any("keeps its own sampler" in e for e in notes[0]["edits"])
+    assert after == before
+
+
+def test_preload_patch_takes_the_batch_size_another_fix_set(tmp_path):
+    """batch-size x2 and preload-dataset on one DataLoader call: the batch sampler gets the new size."""
+    script = _loader_script(tmp_path, "data, batch_size=4, shuffle=True")
+    _, notes, after = _preload_run(script, [{"intervention": "batch-size", "params": {"factor": 2}}])
+    dl = kwargs(calls(ast.parse(script.read_text()), "DataLoader")[0])
+    assert ast.unparse(dl["batch_sampler"]) == "_BatchesOnDevice(len(data), 8, shuffle=True, device='cpu')"
+    assert "batches 3" in after
 
 
 def test_loader_fixes_replaced_by_the_preloaded_dataset_say_so(cifar):

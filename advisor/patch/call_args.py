@@ -143,14 +143,29 @@ def set_args(call: cst.Call, items: list[tuple[str, str, int | None]]) -> cst.Ca
 
 
 def remove_arg(call: cst.Call, name: str) -> cst.Call:
+    """``name=`` taken out; a line break after it stays, after the argument before it."""
     args = list(call.args)
     for i, a in enumerate(args):
         if a.keyword is not None and a.keyword.value == name:
-            if i == len(args) - 1 and i > 0:
+            breaks = isinstance(a.comma, cst.Comma) and isinstance(a.comma.whitespace_after, cst.ParenthesizedWhitespace)
+            if i > 0 and (i == len(args) - 1 or breaks):
                 args[i - 1] = args[i - 1].with_changes(comma=a.comma)
             del args[i]
             return call.with_changes(args=args)
     return call
+
+
+def keywordize(call: cst.Call, names: tuple[str, ...], keep: int = 1) -> cst.Call:
+    """Positional arguments from place ``keep`` on written as ``name=value`` (``names`` are the
+    callee's parameters in order), so that any of them can then be removed or moved."""
+    positional = positional_args(call)
+    if any(a is None for _, a in positional) or len(positional) > len(names):
+        return call                      # *args, or more than we can name: left as they are
+    args = list(call.args)
+    for i, a in positional[keep:]:
+        args[i] = a.with_changes(keyword=cst.Name(names[i]), equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    return call.with_changes(args=args)
 
 
 def rename_arg(call: cst.Call, old: str, new: str, value: str) -> cst.Call:

@@ -189,8 +189,10 @@ class PatchContext:
         return None
 
     # --- recording edits
-    def on_node(self, f: SourceFile, node, fn: Callable) -> None:
-        self.edits.append(Edit("node", f, node=node, fn=fn))
+    def on_node(self, f: SourceFile, node, fn: Callable, late: bool = False) -> None:
+        """fn(updated node) -> node. A ``late`` edit runs after the others on that node, on
+        what they made of it (preload-dataset moves the batch size another fix may set)."""
+        self.edits.append(Edit("node", f, node=node, fn=fn, prio=int(late)))
 
     def insert(self, f: SourceFile, anchor, code: str, *, after: bool, prio: int, blank: bool = False,
                lines_before: int = 0) -> None:
@@ -272,7 +274,7 @@ class ApplyEdits(cst.CSTTransformer):
         self.before: dict = {}
         self.after: dict = {}
         self.wraps: dict = {}
-        for e in edits:
+        for e in sorted(edits, key=lambda e: e.prio if e.kind == "node" else 0):  # stable
             if e.kind == "node":
                 self.node_fns.setdefault(e.node, []).append(e.fn)
             elif e.kind in ("before", "after"):

@@ -7,7 +7,8 @@ import os
 
 import libcst as cst
 
-from .call_args import code_of, find_arg, has_double_star, is_literal, last_name, passes_literal, remove_arg, set_arg, set_args
+from .call_args import (code_of, find_arg, has_double_star, is_literal, keywordize, last_name, passes_literal, remove_arg,
+                         set_arg, set_args)
 from .core import PRIO_INPUT, PatchContext, SkipFix, SourceFile, add_warning, applied, device_type, location
 
 LR_COMMENT = "# advisor: scale the learning rate with the batch"
@@ -175,11 +176,12 @@ def precompute_samples(ctx: PatchContext, fix: dict, p: dict) -> dict:
                    warning="only for deterministic per-sample work: advisor checked that dataset[i] repeats")
 
 
-# The dataset preload-dataset's edit wraps the script's in: defined once, at module level, before
-# the function that makes the DataLoader. The loader hands __getitems__ a batch's indices at
-# once (torch's batched fetch), so no Python runs per sample: a DataLoader over range(n) with a
-# gathering collate_fn still built 2048 index objects a batch, ~1 ms of host time on an H100
-# host, and the patched example ran at 76-89% of the control as plain python.
+# The dataset preload-dataset's edit wraps the script's in, and the sampler that hands it a
+# batch's indices as one tensor on the device: both defined once, at module level, before the
+# function that makes the DataLoader. A DataLoader's own sampler yields a Python int per sample
+# (2048 a batch, with a list, a tensor and a pinned copy made of them: ~1 ms of host time a step on
+# an H100 host), and the patched example ran at 67-89% of the control as plain python where the
+# trial, which gathers with slices of one permutation, had measured 97-103%.
 PRELOADED_CLASS = '''
 class _PreloadedOnDevice(torch.utils.data.Dataset):
     """Every sample of `dataset` computed once and collated on `device`; a batch is one gather
@@ -197,35 +199,101 @@ class _PreloadedOnDevice(torch.utils.data.Dataset):
         return torch.utils._pytree.tree_map(lambda t: t[i], self.data)
 
     def __getitems__(self, indices):
-        i = torch.as_tensor(indices)
-        if self.device.type == "cuda":  # pinned, so that the copy does not wait for the GPU
+        i = indices if isinstance(indices, torch.Tensor) else torch.as_tensor(indices)
+        if self.device.type == "cuda" and i.device.type == "cpu":  # pinned: the copy does not wait
             i = i.pin_memory().to(self.device, non_blocking=True)
         return torch.utils._pytree.tree_map(lambda t: t[i], self.data)
 '''.strip() + "\n"
 
+BATCHES_CLASS = '''
+class _BatchesOnDevice(torch.utils.data.Sampler):
+    """DataLoader(batch_size=, shuffle=, drop_last=)'s batches as slices of one index tensor on
+    `device`: the permutation drawn as its RandomSampler draws it, no Python int per sample
+    (added by advisor's preload-dataset fix)."""
+
+    def __init__(self, n, batch_size=1, shuffle=False, drop_last=False, device="cpu"):
+        self.n, self.batch_size, self.shuffle, self.drop_last = n, batch_size, shuffle, drop_last
+        self.device = torch.device(device)
+
+    def __len__(self):
+        return self.n // self.batch_size if self.drop_last else -(-self.n // self.batch_size)
+
+    def __iter__(self):
+        if self.shuffle:
+            seed = int(torch.empty((), dtype=torch.int64).random_().item())
+            order = torch.randperm(self.n, generator=torch.Generator().manual_seed(seed))
+        else:
+            order = torch.arange(self.n)
+        if self.device.type == "cuda":
+            order = order.pin_memory()
+        order = order.to(self.device, non_blocking=True)
+        stop = self.n - self.n % self.batch_size if self.drop_last else self.n
+        for i in range(0, stop, self.batch_size):
+            yield order[i:i + self.batch_size]
+'''.strip() + "\n"
+
+# DataLoader's parameters in their positional order
+_DL_NAMES = ("dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "collate_fn",
+             "pin_memory", "drop_last", "timeout", "worker_init_fn", "multiprocessing_context", "generator")
+
+
+def _own_sampling(call: cst.Call) -> str | None:
+    """What keeps the DataLoader's own sampler (the edit then leaves the sampling as it is)."""
+    for name in ("sampler", "batch_sampler", "generator"):
+        found = find_arg(call, name, _DL_NAMES.index(name))
+        if found is not None and not is_literal(found[1].value, None):
+            return f"its own {name}"
+    if has_double_star(call) or any(a.star == "*" for a in call.args):
+        return "arguments passed with * or **"
+    return None
+
+
+def _batch_sampler(c: cst.Call, n: str, device: str) -> cst.Call:
+    """batch_size, shuffle and drop_last moved into a _BatchesOnDevice (the DataLoader takes a
+    batch_sampler only without them)."""
+    c = keywordize(c, _DL_NAMES)
+    given = {}
+    for name in ("batch_size", "shuffle", "drop_last"):
+        found = find_arg(c, name)
+        if found is not None:
+            given[name] = code_of(found[1].value)
+            c = remove_arg(c, name)
+    size = given.pop("batch_size", "1")
+    rest = "".join(f", {k}={v}" for k, v in given.items())
+    return set_arg(c, "batch_sampler", f"_BatchesOnDevice(len({n}), {size}{rest}, device={device!r})")
+
 
 def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
-    """preload-dataset: every sample collated once onto the device (_PreloadedOnDevice); the
-    DataLoader still shuffles and batches the indices, and each batch is one gather there."""
+    """preload-dataset: every sample collated once onto the device (_PreloadedOnDevice), and
+    the batches drawn as the DataLoader drew them, as index tensors there (_BatchesOnDevice);
+    each batch is one gather. With a sampler, batch sampler or generator of its own, the
+    DataLoader keeps it and hands over each batch's indices as a list."""
     f, call, here, text = _dataset_named(ctx, fix, "preload")
     if find_arg(call, "collate_fn", 6) is not None:
         raise SkipFix(f"the DataLoader at {here} has its own collate_fn")
     device = device_type(ctx, p)
+    keeps = _own_sampling(call)
     top = f.top_stmt_at(f.line_of(call))
     body = list(f.module.body)
     k = body.index(top) if top in body else 0
-    if k > 0:
-        ctx.insert(f, body[k - 1], PRELOADED_CLASS, after=True, prio=PRIO_INPUT, lines_before=2)
-    else:
-        ctx.insert(f, top or f.stmt_at(f.line_of(call)), PRELOADED_CLASS, after=False, prio=PRIO_INPUT)
+    for cls in [PRELOADED_CLASS, *([] if keeps else [BATCHES_CLASS])]:
+        if k > 0:
+            ctx.insert(f, body[k - 1], cls, after=True, prio=PRIO_INPUT, lines_before=2)
+        else:
+            ctx.insert(f, top or f.stmt_at(f.line_of(call)), cls, after=False, prio=PRIO_INPUT)
 
     def edit(c: cst.Call) -> cst.Call:
         c = remove_arg(remove_arg(c, "persistent_workers"), "prefetch_factor")
+        if not keeps:
+            c = _batch_sampler(c, text, device)
         c = set_arg(c, "dataset", f"_PreloadedOnDevice({text}, {device!r})", 0)
         return set_args(c, [("num_workers", "0", _DL_POS["num_workers"]), ("collate_fn", "lambda batch: batch", 6),
                             ("pin_memory", "False", _DL_POS["pin_memory"])])
-    ctx.on_node(f, call, edit)
+    ctx.on_node(f, call, edit, late=True)  # after a batch-size edit of the same call: it moves that value
+    sampling = (f"the DataLoader keeps {keeps}; each batch's indices are handed over as a list" if keeps else
+                f"batch_sampler=_BatchesOnDevice(len({text}), ...): the DataLoader's batch size, shuffle and "
+                "drop_last, each batch a slice of one index tensor on the device (class at module level)")
     return applied(here, [f"{text} collated once onto {device} (class _PreloadedOnDevice, at module level)",
                           f"DataLoader(_PreloadedOnDevice({text}, {device!r}), ..., collate_fn=lambda batch: batch, "
-                          "num_workers=0, pin_memory=False)"],
+                          "num_workers=0, pin_memory=False)", sampling],
                    warning="only for deterministic per-sample work that fits in device memory: advisor checked that dataset[i] repeats")

@@ -138,8 +138,11 @@ def amp(ctx: PatchContext, fix: dict, p: dict) -> dict:
 
 
 def torch_compile(ctx: PatchContext, fix: dict, p: dict) -> dict:
-    f, stmt, target = _model_stmt(ctx, fix, "model = torch.compile(model)")
+    """``model.compile()`` in place (Module.compile): ``model = torch.compile(model)`` would bind
+    the name to a wrapper whose state_dict keys start with ``_orig_mod.``, and the script's
+    checkpoints would no longer load into the plain model."""
+    f, stmt, target = _model_stmt(ctx, fix, "model.compile()")
     mode = p.get("mode") if p.get("mode") != "default" else None
-    code = f'{target} = torch.compile({target}, mode="{mode}")' if mode else f"{target} = torch.compile({target})"
+    code = f'{target}.compile(mode="{mode}")' if mode else f"{target}.compile()"
     ctx.insert(f, stmt, code, after=True, prio=PRIO_COMPILE)
     return applied(location(f, f.line_of(stmt)), [f"{code} after {location(f, f.line_of(stmt))}"])
