@@ -103,14 +103,18 @@ class Lookahead:
         self.guesses: list[HeldChild] = [held] if held is not None else []
         self.made = len(self.guesses)  # guesses started
         self.used = 0   # guesses that were the next trial
-        self.peak = 0   # the most GPU memory a run reserved so far (bytes)
+        self.peak = 0   # the GPU memory the last finished run reserved at its peak (bytes)
         self.capacity = 0
         self.warmed = 0  # guesses that went on into their warm-up
 
     def note(self, child: dict) -> None:
-        """A finished run's peak reserved GPU memory, and the device's capacity."""
+        """A finished run's peak reserved GPU memory, and the device's capacity. The last run's,
+        not the most of any: the guesses grow from the stack it ran, and one eager fp32 trial's
+        cudnn.benchmark search reserved 16.5 GiB on an H100 (1.2-2.4 GiB every other run), which
+        kept both batch-size guesses (2x and 4x that) from warming up for the rest of the ladder.
+        A run that reserved nothing (no CUDA, crashed early) leaves the estimate as it was."""
         mem = child.get("memory") or {}
-        self.peak = max(self.peak, int(mem.get("max_reserved_bytes") or 0))
+        self.peak = int(mem.get("max_reserved_bytes") or 0) or self.peak
         self.capacity = int(mem.get("capacity_bytes") or self.capacity or 0)
 
     def _fits(self, specs: list[dict]) -> list[bool]:

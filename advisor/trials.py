@@ -16,12 +16,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor import interventions, measure, pipeline, rungs
+from advisor import apart, measure, pipeline, rungs
 from advisor.candidates import Candidate, candidates_from_findings
 from advisor.lookahead import Lookahead, default_count, quiet_s
 from advisor.verdicts import judge, regime_noise, regroup, relative, retime_reference
 
-APART = {"batch-size"}
 REPEAT = "00-baseline-repeat"  # the baseline timed again, with the trials' seed: the noise
 # Why a group's later value wins a tie within noise (see _Ladder._compete).
 TIE_REASON = {"dataloader-workers": "with more headroom"}
@@ -50,6 +49,9 @@ class TrialContext:
     lookahead: int | None = None    # guesses started ahead of each trial (None: by the host, lookahead.py)
     held: object = None             # runner.ahead.HeldChild: the repeat, started during the baseline
     ahead: object = None            # lookahead.Lookahead, while the ladder runs
+
+    def out_of_budget(self) -> bool:
+        return time.monotonic() - self.started > self.budget_s
 
 
 def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> dict:
@@ -89,10 +91,6 @@ def _trial_name(n: int, cand: Candidate) -> str:
 def _part_name(cand: Candidate) -> str:
     values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
     return cand.name + (f"-{'-'.join(values)}" if cand.group and values else "")
-
-
-def _apart_name(cand: Candidate) -> str:
-    return f"apart-{cand.name}-x{cand.params.get('factor')}"
 
 
 def run_trials(ctx: TrialContext) -> dict:
@@ -137,6 +135,7 @@ class _Ladder:
         self.rejected: dict[str, Candidate] = {}  # the fixes in `slow`, by key
         self.retried: set[str] = set()
         self.learned: set[str] = set()  # queued from a rejected trial's trace (_learn)
+        self.bound: dict[str, Candidate] = {}  # skipped on their bound: the rules may ask again
         self.n = 0
 
     def _process(self, name: str, stack: list[Candidate], profile: bool = True, guesses=None):
@@ -160,7 +159,7 @@ class _Ladder:
                     winner = self.pending.pop(cand.group)
                     self._commit(*winner[:4])
             self.result["noise"], self.result["threshold"] = self.noise, measure.acceptance_threshold(self.noise)
-            self.result["apart"] = self._apart_all(self.result["apart"])
+            self.result["apart"] = apart.measure_all(self, self.result["apart"])
         except KeyboardInterrupt:
             self.result["interrupted"] = True  # result["stack"] holds what was committed so far
         return self.result
@@ -172,13 +171,15 @@ class _Ladder:
         self.result["apart"] += p.apart
         for cand, why in p.skipped:
             self._skipped(cand, why)
+            if cand.gain_is_upper_bound:
+                self.bound[cand.key] = cand
         for line in p.notes:
             self.say(line)
         return p.rung
 
     def _pick_args(self, riders: tuple = ()) -> dict:
         return dict(config=self.ref_config, environment=self.ctx.environment, only=self.ctx.only,
-                    retried=frozenset(self.retried), slow=frozenset(self.slow), apart=frozenset(APART),
+                    retried=frozenset(self.retried), slow=frozenset(self.slow), apart=frozenset(apart.NAMES),
                     # the least gain confirmation rounds could still accept
                     floor_ms=measure.acceptance_threshold(self.noise, 1 + CONFIRM_ROUNDS, 1 + CONFIRM_ROUNDS)
                     * self._ref_ms(), riders=(*self._riders(), *riders))
@@ -211,52 +212,20 @@ class _Ladder:
             # rejected, a fix that cuts GPU time most likely was so on a host-bound step: it rides
             riders = () if kept or cand is None else tuple(p for p in cand.parts if p.name in rungs.RIDERS)
             p = rungs.pick(queue, self.tried, self._kept(stack), **self._pick_args(riders))
-            apart = sorted([*self.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
-            nxt = [(_trial_name(self.n + 1, p.rung), [*stack, p.rung], True)] if p.rung is not None else \
-                [(_apart_name(a), [*stack, a], True) for a in apart[:2]]  # x4 comes after x2: both
+            later = sorted([*self.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
+            # The queue spent: a fix skipped on its bound comes back if the rules ask again on the
+            # new trace (deferred syncs after compile: 21 s fresh on an H100), else the batch
+            # sizes (x4 too, while compile runs: it compiles a graph of its own).
+            kept_names = self._kept(stack)
+            bound = [c for c in [*(c for c, _ in p.skipped), *self.bound.values()] if c.gain_is_upper_bound
+                     and c.key not in self.tried and c.name not in kept_names][:1]
+            nxt = [(_trial_name(self.n + 1, c), [*stack, c], True) for c in [p.rung] if c is not None] or \
+                [(_trial_name(self.n + 1, c), [*stack, c], True) for c in bound] + \
+                [(apart.name(a), [*stack, a], True) for a in later[:2 - len(bound)]]
             out += [g for g in nxt if g not in out]
             if kept and len(self.ref_runs) == 1:
                 out.append((f"{name}-reference", list(self.stack), False))
         return out
-
-    def _apart_all(self, cands: list[Candidate]) -> list[dict]:
-        """Batch-size factors in ascending order; a larger one only when the smaller one was
-        measured faster than the kept fixes (x4 after an x2 that was slower, crashed or did not
-        fit is a process spent on a foregone answer)."""
-        out: list[dict] = []
-        cands = sorted(cands, key=lambda c: c.params.get("factor") or 0)
-        for i, cand in enumerate(cands):
-            if _out_of_budget(self.ctx):
-                break
-            prev = out[-1] if out else None
-            if prev is not None and prev.get("fix") == cand.name and prev.get("status") != "measured":
-                self.trials.append({"name": _apart_name(cand), "fix": cand.name,
-                                    "params": cand.params, "status": "not run", "interventions": [],
-                                    "reason": f"{prev['name']} was not faster than the kept fixes"})
-                continue
-            nxt = cands[i + 1:i + 2] if self.ctx.ahead.count else []
-            out.append(self._apart(cand, [(_apart_name(c), [*self.stack, c], True) for c in nxt]))
-        return out
-
-    def _apart(self, cand: Candidate, guesses: list) -> dict:
-        """A batch-size trial on top of the kept fixes, judged against them (not the baseline)."""
-        mod = interventions.get(cand.name)
-        why = mod.not_applicable(self.base.get("config") or {}, self.ctx.environment, cand.params)
-        name = _apart_name(cand)
-        if why:
-            rec = {"name": name, "fix": cand.name, "params": cand.params, "status": "skipped", "reason": why}
-        else:
-            child, analysis, _ = self._process(name, [*self.stack, cand], guesses=guesses)
-            rec = {"name": name, "fix": cand.name, "params": cand.params, "changes_numerics": True,
-                   "description": mod.describe(cand.params), "interventions": [c.key for c in [*self.stack, cand]],
-                   "apart": True, **measure.trial_figures(child, analysis, self.base)}
-            status, reason, gain, _used = judge([child], self.ref_runs, self.loss_ref, self.noise, True)
-            rec["status"] = "measured" if status in ("accepted", "unsure") else status
-            rec["gain_vs_previous"] = gain
-            rec["reason"] = reason.replace("the previous stack", "the kept fixes") + \
-                "; changes training dynamics: scale the learning rate with the batch"
-        self.trials.append(rec)
-        return rec
 
     def _reference(self) -> None:
         self.say("repeating the baseline to measure run-to-run noise")
@@ -277,7 +246,7 @@ class _Ladder:
 
     def _trial(self, cand: Candidate) -> None:
         ctx = self.ctx
-        if _out_of_budget(ctx) or self.n >= ctx.max_trials:
+        if ctx.out_of_budget() or self.n >= ctx.max_trials:
             self.trials.append({"name": cand.key, "fix": cand.name, "status": "not run",
                                 "reason": "trial budget spent", "interventions": []})
             return
@@ -357,7 +326,7 @@ class _Ladder:
         verdict = verdict_now()
         measured = regime_noise(self.groups, self.ref_runs) is not None
         if len(self.ref_runs) == 1 and retime_reference(verdict[0], verdict[2], verdict[3], measured) \
-                and not _out_of_budget(self.ctx):
+                and not self.ctx.out_of_budget():
             self.say(f"trial {name}: {verdict[1]}; the reference has one run"
                      f"{'' if measured else ' and no noise of its own regime'}: timing it again")
             again_ref, _, _ = self._process(f"{name}-reference", self.stack, profile=False)
@@ -365,7 +334,7 @@ class _Ladder:
                 self.ref_runs = [*self.ref_runs, again_ref]
                 self._pool(self.ref_runs)  # its pair now sets the noise of its regime
             verdict = verdict_now()
-        while verdict[0] == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not _out_of_budget(self.ctx):
+        while verdict[0] == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not self.ctx.out_of_budget():
             self.say(f"trial {name}: {verdict[1]}; timing the reference and the trial again")
             k = len(runs)
             again_ref, _, _ = self._process(f"{name}-confirm{k}-reference", self.stack, profile=False)
@@ -423,7 +392,3 @@ class _Ladder:
 
     def _ref_ms(self) -> float:
         return measure.mean_step_ms(self.ref_runs) or 0.0
-
-
-def _out_of_budget(ctx: TrialContext) -> bool:
-    return time.monotonic() - ctx.started > ctx.budget_s

@@ -276,7 +276,7 @@ def test_compile_runs_alone_when_its_riders_do_not_pay_and_they_are_not_tried_ag
 def test_no_retry_while_the_bottleneck_stays(tmp_path, monkeypatch):
     """TF32 makes the step 2x faster, the GPU as idle as before, and compile is still
     to come: AMP (rejected host-bound) is not tried again on its own, it rides with compile."""
-    amp, ro = "amp(dtype=bfloat16)", RO
+    amp = "amp(dtype=bfloat16)"
     speeds = {(): [100.0], (amp,): [101.0], ("tf32",): [50.0], ("tf32", amp): [50.5],
               ("tf32", RIDE): [20.0]}
     result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("tf32", 2.0),
@@ -466,17 +466,19 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatc
 
 def test_guesses_warm_up_on_the_gpu_only_where_memory_allows(tmp_path):
     """A guess goes on into its warm-up (CUDA, compile) beside the running trial only when the
-    memory they are expected to reserve (the most any run reserved so far, times a batch-size
-    factor) fits in lookahead.GPU_SHARE of the device, and only one of them compiles; else it
-    waits at its first CUDA use."""
+    memory they are expected to reserve (what the last finished run reserved, times a
+    batch-size factor) fits in lookahead.GPU_SHARE of the device, and only one of them
+    compiles; else it waits at its first CUDA use."""
     from advisor.lookahead import GPU_SHARE, Lookahead
 
     ahead = Lookahead(tmp_path, 2, None, False)
     plain = {"interventions": [{"name": "amp", "params": {}}]}
     x4 = {"interventions": [{"name": "batch-size", "params": {"factor": 4}}]}
     assert ahead._fits([plain, plain, plain]) == [False, False]  # nothing measured yet: at CUDA
+    ahead.note({"memory": {"max_reserved_bytes": 30 << 30, "capacity_bytes": 80 << 30}})
+    assert ahead._fits([plain, plain, plain]) == [False, False]  # 30 + 30 + 30 GiB
     ahead.note({"memory": {"max_reserved_bytes": 10 << 30, "capacity_bytes": 80 << 30}})
-    ahead.note({"memory": {"max_reserved_bytes": 6 << 30, "capacity_bytes": 80 << 30}})
+    ahead.note({"memory": {}})  # a run that reserved nothing (crashed before CUDA): no new estimate
     assert ahead.peak == 10 << 30
     assert GPU_SHARE * 80 >= 30
     assert ahead._fits([plain, plain, plain]) == [True, True]   # 10 + 10 + 10 GiB
@@ -533,3 +535,21 @@ def test_torch_compile_once_queued_waits_for_its_turn_whatever_the_rules_say_lat
                               environment={"gpu_count": 1}, rules=rules)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-tf32", "02-torch-compile-reduce-overhead"]
     assert [c["name"] for c in result["stack"]] == ["tf32", "torch-compile"]
+
+
+def test_a_fix_skipped_on_its_bound_is_guessed_once_the_queue_is_spent(tmp_path, monkeypatch):
+    """Deferring syncs is skipped while its bound is under what could be accepted; once compile
+    is the last rung, the rules may ask for it again on the compiled trace (they did on an H100,
+    and its process then started fresh: 21 s). It is guessed while compile runs."""
+    bound = {**_finding("tf32", 0.2), "gain_is_upper_bound": True}
+    speeds = {(): [100.0], (RO,): [40.0], (RO, "tf32"): [30.0]}
+
+    def rules(keys):
+        return [{**_finding("tf32", 20.0), "gain_is_upper_bound": True}] if RO in keys else []
+
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0), bound],
+                              environment={"gpu_count": 1}, rules=rules, lookahead=2)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-torch-compile-reduce-overhead", "02-tf32"]
+    assert _rec(result, "tf32")["status"] == "skipped"      # not trialled on its first bound
+    assert calls[2][:3] in calls[1][3]                        # guessed while compile ran
+    assert [c["name"] for c in result["stack"]] == ["torch-compile", "tf32"]
