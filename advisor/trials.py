@@ -334,11 +334,17 @@ class _Ladder:
                 self.ref_runs = [*self.ref_runs, again_ref]
                 self._pool(self.ref_runs)  # its pair now sets the noise of its regime
             verdict = verdict_now()
+        after = self._guesses(cand, name)  # what comes once the verdict is in
         while verdict[0] == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not self.ctx.out_of_budget():
             self.say(f"trial {name}: {verdict[1]}; timing the reference and the trial again")
             k = len(runs)
-            again_ref, _, _ = self._process(f"{name}-confirm{k}-reference", self.stack, profile=False)
-            again, _, _ = self._process(f"{name}-confirm{k}", [*self.stack, cand], profile=False)
+            # each run of a round is guessed while the one before it runs (an H100 ladder spent
+            # 120 s of 320 on seven such processes, each started fresh)
+            nxt = [(f"{name}-confirm{k + 1}-reference", self.stack, False)] if k + 1 < 1 + CONFIRM_ROUNDS else []
+            again_ref, _, _ = self._process(f"{name}-confirm{k}-reference", self.stack, profile=False,
+                                            guesses=[(f"{name}-confirm{k}", [*self.stack, cand], False), *after])
+            again, _, _ = self._process(f"{name}-confirm{k}", [*self.stack, cand], profile=False,
+                                        guesses=[*nxt, *after])
             if again_ref.get("status") == "complete":
                 self.ref_runs = [*self.ref_runs, again_ref]
             if again.get("status") == "complete":

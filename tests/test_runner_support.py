@@ -11,7 +11,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from advisor.runner.parent import run_child  # noqa: E402
+from advisor.runner.parent import GRACE_S, run_child  # noqa: E402
 
 
 def write(path, text: str) -> str:
@@ -107,7 +107,7 @@ json.dump(r, open(a["out"], "w"))
 def run_many(jobs: dict, workdir, workers: int = 4) -> dict:
     """Run several run_child jobs at once, each in its own driver process (so its child's
     stdout/stderr land in their own files). jobs: name -> dict(script, argv, cwd, run_dir,
-    timeout=60, step_timeout=30, grace=5.0, **spec overrides). Returns name -> (result, out, err)."""
+    timeout=60, step_timeout=30, grace=GRACE_S, **spec overrides). Returns name -> (result, out, err)."""
     import json
     from concurrent.futures import ThreadPoolExecutor
 
@@ -120,7 +120,7 @@ def run_many(jobs: dict, workdir, workers: int = 4) -> dict:
         spec = spec_for(job.pop("script"), job.pop("argv"), job.pop("cwd"), job.pop("run_dir"), **job)
         base = os.path.join(workdir, name)
         arg = {"spec": spec, "out": base + ".result.json", "timeout": opts.get("timeout", 60),
-               "step_timeout": opts.get("step_timeout", 30), "grace": opts.get("grace", 5.0)}
+               "step_timeout": opts.get("step_timeout", 30), "grace": opts.get("grace", GRACE_S)}
         with open(base + ".job.json", "w") as f:
             json.dump(arg, f)
         with open(base + ".out", "w") as fo, open(base + ".err", "w") as fe:

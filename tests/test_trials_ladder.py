@@ -134,12 +134,15 @@ def test_a_marginal_trial_against_a_two_run_reference_gets_confirmation_rounds(t
     # reference and the trial are timed again alternately, as before, with no separate
     # reference re-run; pooled, +12.2% clears the 8.5% threshold of 2 runs vs 3
     speeds = {(): [110.0, 100.0], ("set-to-none",): [92.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 10.0)])
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 10.0)], lookahead=2)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "01-set-to-none-confirm1-reference",
                                      "01-set-to-none-confirm1"]
     rec = _rec(result, "01-")
     assert rec["status"] == "accepted" and rec["runs"] == 2 and rec["reference_runs"] == 3
     assert "2 runs vs 3 of the reference" in rec["reason"]
+    # each run of the round was guessed (timing only) while the one before it ran
+    assert calls[3][:3] == ("01-set-to-none-confirm1", ("set-to-none",), False) and calls[3][:3] in calls[2][3]
+    assert ("01-set-to-none-confirm2-reference", (), False) in calls[3][3]
 
 
 def test_retime_reference_band():
