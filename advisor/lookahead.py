@@ -120,15 +120,18 @@ class Lookahead:
     def _fits(self, specs: list[dict]) -> list[bool]:
         """Which specs may run into their warm-up beside the first (the running trial's): as
         GPU memory allows, and one compiling guess at a time (compiles share the CPU: an H100
-        trial that compiled beside two compiling guesses took 29 s to warm up, not 19-23)."""
+        trial that compiled beside two compiling guesses took 29 s to warm up, not 19-23), two
+        when the second is a batch size: they come last, each compiles a graph of its own, and
+        x4 compiling only once x2 ran cost an H100 ladder 25-33 s at its very end."""
         if not (self.peak and self.capacity):
             return [False] * (len(specs) - 1)
-        used, out, compiling = self.peak * _batch_factor(specs[0]), [], False
+        used, out, compiling = self.peak * _batch_factor(specs[0]), [], 0
         for spec in specs[1:]:
             need = self.peak * _batch_factor(spec)
-            out.append(used + need <= GPU_SHARE * self.capacity and not (compiling and _compiles(spec)))
+            room = 2 if _batch_factor(spec) > 1 else 1
+            out.append(used + need <= GPU_SHARE * self.capacity and not (_compiles(spec) and compiling >= room))
             used += need if out[-1] else 0
-            compiling |= out[-1] and _compiles(spec)
+            compiling += out[-1] and _compiles(spec)
         return out
 
     def take(self, spec: dict) -> tuple[HeldChild | None, WarmChild | None]:

@@ -489,6 +489,11 @@ def test_guesses_warm_up_on_the_gpu_only_where_memory_allows(tmp_path):
     assert ahead._fits([x4, plain, plain]) == [False, False]    # the running x4 takes 40 alone
     compiled = {"interventions": [{"name": "torch-compile", "params": {"mode": "reduce-overhead"}}]}
     assert ahead._fits([compiled, compiled, compiled]) == [True, False]  # one compiling guess at a time
+    x2 = {"interventions": [*compiled["interventions"], {"name": "batch-size", "params": {"factor": 2}}]}
+    x4c = {"interventions": [*compiled["interventions"], {"name": "batch-size", "params": {"factor": 4}}]}
+    ahead.note({"memory": {"max_reserved_bytes": 5 << 30, "capacity_bytes": 80 << 30}})
+    assert ahead._fits([compiled, x2, x4c]) == [True, True]      # but x4 compiles beside x2 (5+10+20 GiB)
+    assert ahead._fits([compiled, x2, x4c, compiled]) == [True, True, False]
 
 
 @pytest.mark.parametrize("at_most, tried", [(0.2, False), (2.0, True)])
