@@ -193,6 +193,38 @@ def test_ctrl_c_forwarded(tmp_path):
     assert res["steps_seen"] == 2
 
 
+def test_a_child_started_with_sigint_ignored_still_saves_when_advisor_stops_it(tmp_path):
+    """A shell starts a background job (`advisor analyze ... &`, a CI step run so) with SIGINT
+    ignored, and every process under it inherits that. advisor stops the script with SIGINT:
+    the child takes it back, so a script that never reaches a step is stopped and saves (exit
+    by SIGINT), not killed 5 s later with nothing saved."""
+    import signal
+    import subprocess
+    import sys
+
+    from test_runner_support import REPO, spec_for
+
+    script = train_script(tmp_path / "train.py", hook="time.sleep(120)")
+    spec = spec_for(script, ["train.py"], str(tmp_path), str(tmp_path / "run"))
+    out = tmp_path / "result.json"
+    driver = write(tmp_path / "driver.py", f"""
+        import json, signal, sys
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # as a background job's
+        sys.path.insert(0, {REPO!r})
+        from advisor.runner.parent import run_child
+        r = run_child({spec!r}, timeout=60, step_timeout=3)
+        json.dump(r, open({str(out)!r}, "w"))
+    """)
+    p = subprocess.run([sys.executable, driver], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert res["incomplete_reasons"] == ["never reached a training step within 3 s"]
+    assert res["exit"]["code"] == -2 and res["exit"]["signal"] == 2, res["exit"]
+    child = _child_json(str(tmp_path / "run"))
+    assert child["exit"]["exception"] == "KeyboardInterrupt"
+
+
 def test_the_first_cuda_init_is_timed_and_the_original_put_back(monkeypatch):
     """startup cuda_init/cuda_ready: torch calls torch.cuda._lazy_init by name on first CUDA
     use; advisor's wrapper notes both times once, then gets out of the way."""

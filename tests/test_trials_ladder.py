@@ -561,3 +561,16 @@ def test_a_fix_skipped_on_its_bound_is_guessed_once_the_queue_is_spent(tmp_path,
     assert _rec(result, "tf32")["status"] == "skipped"      # not trialled on its first bound
     assert calls[2][:3] in calls[1][3]                        # guessed while compile ran
     assert [c["name"] for c in result["stack"]] == ["torch-compile", "tf32"]
+
+
+def test_the_bound_floor_uses_the_noise_of_the_references_own_regime(tmp_path, monkeypatch):
+    """The baseline pair spreads 30% (loader-bound); compile then runs 20x faster, where
+    nothing was timed twice. A bound of 6% of the compiled step is under the 30%-noise floor but
+    over the 3% one: deferring the syncs is tried (an H100 ladder skipped one that would give
+    +12.6%, judging it by the loader-bound noise)."""
+    bound = {**_finding("tf32", 0.3), "gain_is_upper_bound": True}  # 0.3 ms of a 5 ms step
+    speeds = {(): [130.0], (RO,): [5.0], (RO, "tf32"): [4.4]}  # the baseline ran at 100 ms
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0)],
+                              environment={"gpu_count": 1}, rules=lambda keys: [bound] if RO in keys else [])
+    assert [c[0] for c in calls][:3] == ["00-baseline-repeat", "01-torch-compile-reduce-overhead", "02-tf32"]
+    assert [c["name"] for c in result["stack"]] == ["torch-compile", "tf32"]

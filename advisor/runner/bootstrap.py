@@ -33,6 +33,15 @@ def _main() -> None:
         except ValueError:
             pass
 
+    import signal
+
+    # advisor stops the script with SIGINT (a KeyboardInterrupt: the script's finally blocks run
+    # and the results are saved). A shell starts a background job with SIGINT ignored, and python
+    # then leaves it ignored: under `advisor analyze ... &` (a CI job run so, too) every stop
+    # became a SIGKILL after the grace period, with nothing saved.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
     if sys.argv[1] == "--wait":
         # A process started ahead of its trial (parent.WarmChild): torch is imported while
         # the previous trial runs, then the spec's path comes through the FIFO. The script

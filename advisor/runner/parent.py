@@ -15,10 +15,7 @@ import time
 from advisor.runner._util import read_json, write_json_atomic
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
-# After SIGINT, how long the child gets to save before SIGKILL (a second Ctrl-C kills at once).
-# 5 s was not enough on a busy 2-core machine: in two full test runs of four, children stopped
-# before their first step or while hanging were killed before they had saved.
-GRACE_S = 10.0
+GRACE_S = 5.0          # after SIGINT, how long the child gets to save before SIGKILL
 _POLL_S = 0.1
 _STARTUP_S = 60.0      # allowance for the child's start-up (torch import) before step_timeout
 _PY_SUFFIXES = (".py", ".pyw")
