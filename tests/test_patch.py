@@ -481,7 +481,7 @@ if __name__ == "__main__":
     return _repo(tmp_path, FIXTURE, rel="train.py", text=text)
 
 
-def _preload_run(script: Path, more: list[dict] | None = None) -> tuple[str, list[dict], str]:
+def _preload_run(script: Path, more: list[dict] | None = None, more_first: bool = True) -> tuple[str, list[dict], str]:
     """(the script's output before, the notes, its output after the patch)."""
     before = run(script).stdout
     tree = ast.parse(script.read_text())
@@ -489,8 +489,9 @@ def _preload_run(script: Path, more: list[dict] | None = None) -> tuple[str, lis
     model_line = _first_line(tree, lambda n: isinstance(n, ast.Call) and _name(n.func) == "model")
     config = {"dataloader": {"value": {}, "where": f"train.py:{line}"},
               "input": {"value": {"device": "cpu"}, "where": f"train.py:{model_line}"}}
-    diff, notes = make_patch(str(script), [*(more or []), {"intervention": "preload-dataset", "params": {"device": "cpu"}}],
-                             config)
+    preload = [{"intervention": "preload-dataset", "params": {"device": "cpu"}}]
+    fixes = [*(more or []), *preload] if more_first else [*preload, *(more or [])]
+    diff, notes = make_patch(str(script), fixes, config)
     assert all(n["applied"] for n in notes), notes
     apply(script, diff)
     return before, notes, run(script).stdout
@@ -518,10 +519,12 @@ def test_preload_patch_keeps_a_loaders_own_sampler(tmp_path):
     assert after == before
 
 
-def test_preload_patch_takes_the_batch_size_another_fix_set(tmp_path):
-    """batch-size x2 and preload-dataset on one DataLoader call: the batch sampler gets the new size."""
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_preload_patch_takes_the_batch_size_another_fix_set(tmp_path, batch_first):
+    """batch-size x2 and preload-dataset on one DataLoader call, in either order: the batch
+    sampler gets the new size (the preload edit runs last on the call)."""
     script = _loader_script(tmp_path, "data, batch_size=4, shuffle=True")
-    _, notes, after = _preload_run(script, [{"intervention": "batch-size", "params": {"factor": 2}}])
+    _, notes, after = _preload_run(script, [{"intervention": "batch-size", "params": {"factor": 2}}], batch_first)
     dl = kwargs(calls(ast.parse(script.read_text()), "DataLoader")[0])
     assert ast.unparse(dl["batch_sampler"]) == "_BatchesOnDevice(len(data), 8, shuffle=True, device='cpu')"
     assert "batches 3" in after
