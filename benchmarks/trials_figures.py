@@ -3,6 +3,11 @@ the run-to-run noise of the baseline (target <= 3%), the per-trial and total wal
 trials (target for the whole analyze on the GPU example: <= 3 min), and the ladder.
 
     python3 benchmarks/trials_figures.py reports/examples/h200-cifar_resnet-trials-session2
+
+With several run directories, one line each against the control timed in the same device
+call (the `cifar_resnet_tuned` run beside each, as benchmarks/gpu_examples.sh leaves them):
+
+    python3 benchmarks/trials_figures.py reports/examples/h100-s8-call*/trials
 """
 
 from __future__ import annotations
@@ -55,5 +60,34 @@ def main(run: str) -> int:
     return 0
 
 
+def table(runs: list[str]) -> int:
+    """Ladder vs control, one line a device call; the share of the targets met."""
+    print("| run | baseline noise | ladder | control | of control | whole analyze | processes |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    met = {"control": 0, "wall": 0, "noise": 0}
+    for run in runs:
+        doc = json.loads((Path(run) / "run.json").read_text())
+        control = json.loads((Path(run).parent / "cifar_resnet_tuned" / "run.json").read_text())["measurement"]
+        s = doc.get("trial_summary") or {}
+        kept = [t for t in doc.get("trials") or [] if t.get("status") == "accepted"]
+        last = kept[-1] if kept else {"step_time_ms": doc["measurement"]["step_time_ms"],
+                                      "samples_per_s": doc["measurement"]["samples_per_s"]}
+        share = last["samples_per_s"] / control["samples_per_s"]
+        repeat = next((t for t in doc.get("trials") or [] if t.get("status") == "reference"), {})
+        pair = sorted([repeat.get("step_time_ms") or 0, doc["measurement"]["step_time_ms"]])
+        noise = pair[1] / pair[0] - 1 if pair[0] else None  # the ladder's measure of a pair (pooled_noise)
+        wall = s.get("analyze_wall_s") or 0
+        met["control"] += share >= 0.9
+        met["wall"] += wall <= 180
+        met["noise"] += noise is not None and noise <= 0.03
+        print(f"| {Path(run).parent.name} | {'%.1f%%' % (100 * noise) if noise is not None else '?'} | "
+              f"{last['step_time_ms']:.2f} ms | {control['step_time_ms']:.2f} ms | {share:.0%} | {wall:.0f} s | "
+              f"{s.get('processes', '?')} |")
+    n = len(runs)
+    print(f"\n>= 90% of the control: {met['control']} of {n}; whole analyze <= 3 min: {met['wall']} of {n}; "
+          f"baseline pair within 3%: {met['noise']} of {n}")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(table(sys.argv[1:]) if len(sys.argv) > 2 else main(sys.argv[1]))
