@@ -4,7 +4,8 @@ progress.jsonl.
 Measuring comes before profiling: on an H200 (torch 2.11) steps timed after a profiling
 session in the same process ran 28% slower (10.5 → 13.4 ms, ResNet-18, three repeats;
 tests/fixtures/traces/README.md), so timing after the profiler would charge its leftover
-cost to the script. Patches live in hooks.py (steps, phases), observe.py (config) and disarm.py."""
+cost to the script. Patches live in hooks.py (steps, phases), observe.py (config) and disarm.py;
+the profiler session in profiling.py."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import json
 import os
 import threading
 import time
-import warnings
 from time import perf_counter
 
 import torch
 
 from advisor.runner._util import flush_std, one_line_exception, write_json_atomic
+from advisor.runner.profiling import Profiling
 from advisor.runner.ranges import Ranges
 from advisor.runner.window import Window, settle_steps
 
@@ -27,7 +28,7 @@ class StopScript(BaseException):
     script's own ``except Exception`` cannot swallow it."""
 
 
-class Controller:
+class Controller(Profiling):
     def __init__(self, spec: dict):
         self.spec = spec
         self.run_dir = os.path.abspath(spec["run_dir"])  # the script may chdir
@@ -187,79 +188,6 @@ class Controller:
             doc = {"stage": self.stage, "steps_seen": self.steps_seen, "notes": self.notes,
                    "exit": self.exit}
         write_json_atomic(os.path.join(self.run_dir, "child.json"), doc)
-
-    # ------------------------------------------------------------------ profiler
-    def _start_profiler(self, sched_warmup: int) -> None:
-        from torch.profiler import ProfilerActivity, schedule, tensorboard_trace_handler
-
-        from advisor.runner.disarm import REAL_PROFILE
-
-        acts = [ProfilerActivity.CPU]
-        try:
-            # CUDA activity when the script uses CUDA (initialized it during warmup); when the
-            # profiler starts before the script runs (warmup <= 1), when CUDA is available.
-            started = self.steps_seen > 0
-            if torch.cuda.is_initialized() if started else torch.cuda.is_available():
-                acts.append(ProfilerActivity.CUDA)
-        except Exception:
-            pass
-        if self.observer is not None:
-            self.observer.snapshot_backends()
-        os.makedirs(self.tb_dir, exist_ok=True)
-        quiet = "KINETO_LOG_LEVEL" not in os.environ  # Kineto reads it once, at its init
-        if quiet:
-            os.environ["KINETO_LOG_LEVEL"] = "6"
-        self._own_profiler += 1
-        try:
-            self.prof = REAL_PROFILE(
-                activities=acts,
-                schedule=schedule(wait=0, warmup=sched_warmup, active=self.profile_n, repeat=1),
-                on_trace_ready=tensorboard_trace_handler(self.tb_dir, use_gzip=True),
-                record_shapes=self.record_shapes,
-                profile_memory=self.record_memory,
-                with_stack=self.with_stack,
-            )
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                self.prof.start()
-        finally:
-            self._own_profiler -= 1
-            if quiet:
-                os.environ.pop("KINETO_LOG_LEVEL", None)
-        self.ranges.profiling = True
-        if self.observer is not None:
-            self.observer.want_forward = True  # input/parameters as they are while profiled
-        self.progress("profiler-started", self.steps_seen)
-
-    def _prof_call(self, name: str) -> None:
-        if self.prof is None:
-            return
-        self._own_profiler += 1
-        try:
-            with warnings.catch_warnings():  # torch.profiler's notes are not the script's
-                warnings.simplefilter("ignore", UserWarning)
-                getattr(self.prof, name)()
-        finally:
-            self._own_profiler -= 1
-
-    def _stop_profiler(self) -> None:
-        if self.prof is None:
-            return
-        self.ranges.profiling = False
-        try:
-            self._prof_call("stop")
-        except Exception as e:
-            self.internal_error("profiler stop", e)
-        self.prof = None
-        self._collect_traces()
-
-    def _collect_traces(self) -> None:
-        try:
-            names = sorted(n for n in os.listdir(self.tb_dir) if ".pt.trace.json" in n)
-        except OSError:
-            names = []
-        rel = os.path.relpath(self.tb_dir, self.trace_base)
-        self.trace_files = [os.path.join(rel, n).replace(os.sep, "/") for n in names]
 
     # ------------------------------------------------------------------ steps
     def start(self) -> None:
