@@ -27,6 +27,7 @@ class Candidate:
     fallback_when: tuple[str, ...] = ("skipped", "failed")
     members: list["Candidate"] = field(default_factory=list)  # a bundle: fixes trialled as one rung
     gain_is_upper_bound: bool = False  # est_gain_ms is the most it can give (rungs.pick)
+    note: str | None = None            # why this rung holds what it does (a pair, a bundle, riders)
 
     @property
     def key(self) -> str:

@@ -66,8 +66,9 @@ def with_riders(cand: Candidate, riders: list[Candidate], out: "Pick") -> Candid
     rung.fallback, rung.fallback_when = cand, ("skipped", "failed", "rejected")
     out.tried.discard(cand.key)  # its own trial is the fallback's
     out.tried.add(rung.key)
-    out.notes.append(f"{', '.join(r.key for r in riders)}: rejected while the GPU idled on a host-bound step; "
-                     f"trialled with {cand.key}, which takes the launch cost away")
+    rung.note = (f"{', '.join(r.key for r in riders)}: rejected while the GPU idled on a host-bound step; "
+                 f"trialled with {cand.key}, which takes the launch cost away")
+    out.notes.append(rung.note)
     return rung
 
 
@@ -220,7 +221,8 @@ def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dic
         if pair is not None and only and not all(m.name in only for m in pair.members):
             pair = None  # under --fix, a pair only when both fixes are named
         if pair is not None:
-            out.notes.append(f"{cand.key} pays on NCHW convolutions with {pair.members[0].key}: trialled together")
+            pair.note = f"{cand.key} pays on NCHW convolutions with {pair.members[0].key}: trialled together"
+            out.notes.append(pair.note)
             rung = pair
         else:
             rung = _bundled(cand, out, kept, config, environment, only)
@@ -259,5 +261,6 @@ def _bundled(cand: Candidate, out: Pick, kept: set[str], config: dict, environme
         return None
     rung = bundle(applicable)
     if rung.members:
-        out.notes.append(f"{rung.key}: small safe fixes, trialled together (each alone is likely inside the noise)")
+        rung.note = f"{rung.key}: small safe fixes, trialled together (each alone is likely inside the noise)"
+        out.notes.append(rung.note)
     return rung

@@ -268,6 +268,8 @@ class _Ladder:
                "interventions": [c.key for c in [*self.stack, cand]], **measure.trial_figures(child, analysis, self.base)}
         if cand.members:
             rec["members"] = [m.key for m in cand.members]
+        if cand.note:
+            rec["rung_note"] = cand.note
         status, reason, gain, used = self._confirm(name, cand, runs, mod.CHANGES_NUMERICS)
         rec.update(status=status, reason=reason, gain_vs_previous=gain, threshold=used,
                    runs=len(runs), reference_runs=len(self.ref_runs), noise_at_verdict=self.noise)

@@ -356,6 +356,18 @@ def test_ladder_shows_the_warmup_cost_apart_from_the_step_time(tmp_path):
     assert ladder.count('<td class="num warmup">–</td>') >= 2  # the baseline, and trials of older documents
 
 
+def test_ladder_says_why_a_rung_holds_several_fixes(tmp_path):
+    """A rung of several fixes (riders on compile, a pair, a bundle) shows why, escaped."""
+    doc = rundir.read_json(REPO / "reports" / "examples" / "h100-s8-call1" / "trials" / "run.json")
+    row = next(t for t in doc["trials"] if t["name"] == "07-torch-compile-reduce-overhead+amp")
+    row["rung_note"] = "amp(dtype=bfloat16): rejected while the GPU idled <80%>; trialled with torch-compile"
+    text = report_html.render_html(doc, tmp_path)
+    ladder = text.split('id="ladder"', 1)[1].split("</table>", 1)[0]
+    shown = ladder.split("(07-torch-compile-reduce-overhead+amp)", 1)[1].split("</tr>", 1)[0]
+    assert "rejected while the GPU idled &lt;80%&gt;; trialled with torch-compile" in shown
+    assert ladder.count('class="small muted rung-note"') == 1
+
+
 def test_patch_notes_show_why_an_edit_was_added_and_what_to_check(tmp_path):
     """An edit another one needs (set_to_none=True with CUDA graphs) says so, and a note's
     warning (values kept on the device by defer-syncs) is shown, escaped."""

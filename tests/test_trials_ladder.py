@@ -256,6 +256,8 @@ def test_a_fix_rejected_on_a_host_bound_step_rides_with_compile(tmp_path, monkey
     assert _rec(result, "02-")["status"] == "accepted" and _rec(result, "02-")["members"] == RIDE.split(" + ")
     assert [c["name"] for c in result["stack"]] == ["torch-compile", "amp"]
     assert any("rejected while the GPU idled" in line for line in lines)
+    assert "rejected while the GPU idled" in _rec(result, "02-")["rung_note"]  # the report says why
+    assert "rung_note" not in _rec(result, "01-")
     assert calls[2][:3] in calls[1][3]  # and it was guessed while AMP ran
 
 

@@ -72,7 +72,7 @@ def trial_row(t: dict) -> dict:
             "profiled_step_time_ms": num(t.get("profiled_step_time_ms")),
             "kernel_time_by_class": _dict(t.get("kernel_time_by_class")),
             "traces": [str(x) for x in t.get("traces") or []] if isinstance(t.get("traces"), list) else [],
-            "origin": t.get("origin"), "fix": t.get("fix")}
+            "origin": t.get("origin"), "fix": t.get("fix"), "rung_note": str(t.get("rung_note") or "")}
 
 
 def ladder(doc: dict) -> list[dict]:
