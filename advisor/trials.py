@@ -203,10 +203,10 @@ class _Ladder:
     def _guesses(self, cand: Candidate | None, name: str = "") -> list[tuple[str, list[Candidate], bool]]:
         """The processes likely to come after cand's trial `name` (None: after the baseline's
         repeat), as (name, stack, profiled), most likely first: the next rung on the stack with
-        cand kept (the first two batch sizes once the ladder is done); the kept stack timed
-        again, when its one run could decide the verdict (_confirm); the next rung on the stack
-        without cand (advisor.lookahead). A guess skips what the rules will say of the new
-        trace."""
+        cand kept (once the queue is spent: a fix skipped on its bound, the batch sizes); the
+        kept stack timed again, when its one run could decide the verdict (_confirm); the next
+        rung on the stack without cand (advisor.lookahead). A guess skips what the rules will
+        say of the new trace."""
         if not self.ctx.ahead.count:
             return []
         out: list[tuple[str, list[Candidate], bool]] = []
@@ -220,15 +220,17 @@ class _Ladder:
             riders = () if kept or cand is None else tuple(p for p in cand.parts if p.name in rungs.RIDERS)
             p = rungs.pick(queue, self.tried, self._kept(stack), **self._pick_args(riders))
             later = sorted([*self.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
-            # The queue spent: a fix skipped on its bound comes back if the rules ask again on the
-            # new trace (deferred syncs after compile: 21 s fresh on an H100), else the batch
-            # sizes (x4 too, while compile runs: it compiles a graph of its own).
-            kept_names = self._kept(stack)
-            bound = [c for c in [*(c for c, _ in p.skipped), *self.bound.values()] if c.gain_is_upper_bound
-                     and c.key not in self.tried and c.name not in kept_names][:1]
-            nxt = [(_trial_name(self.n + 1, c), [*stack, c], True) for c in [p.rung] if c is not None] or \
-                [(_trial_name(self.n + 1, c), [*stack, c], True) for c in bound] + \
-                [(apart.name(a), [*stack, a], True) for a in later[:2 - len(bound)]]
+            if p.rung is not None:
+                nxt = [(_trial_name(self.n + 1, p.rung), [*stack, p.rung], True)]
+            else:
+                # The queue spent: a fix skipped on its bound comes back if the rules ask again on
+                # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
+                # batch sizes (x4 too, while compile runs: it compiles a graph of its own).
+                kept_names = self._kept(stack)
+                bound = [c for c in [*(c for c, _ in p.skipped), *self.bound.values()] if c.gain_is_upper_bound
+                         and c.key not in self.tried and c.name not in kept_names][:1]
+                nxt = [(_trial_name(self.n + 1, c), [*stack, c], True) for c in bound] + \
+                    [(apart.name(a), [*stack, a], True) for a in later[:2 - len(bound)]]
             out += [g for g in nxt if g not in out]
             if kept and len(self.ref_runs) == 1:
                 out.append((f"{name}-reference", list(self.stack), False))
