@@ -121,8 +121,8 @@ class Lookahead:
         """Which specs may run into their warm-up beside the first (the running trial's): as
         GPU memory allows, and one compiling guess at a time (compiles share the CPU: an H100
         trial that compiled beside two compiling guesses took 29 s to warm up, not 19-23), two
-        when the second is a batch size: they come last, each compiles a graph of its own, and
-        x4 compiling only once x2 ran cost an H100 ladder 25-33 s at its very end."""
+        when the second is a batch size: they come last and each compiles a graph of its own;
+        x4 compiling only once x2 was released took 36.5-38.7 s at the end of two H100 ladders."""
         if not (self.peak and self.capacity):
             return [False] * (len(specs) - 1)
         used, out, compiling = self.peak * _batch_factor(specs[0]), [], 0
