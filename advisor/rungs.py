@@ -61,8 +61,12 @@ def rides(name: str, at: tuple[float, float | None]) -> bool:
 
 
 def with_riders(cand: Candidate, riders: list[Candidate], out: "Pick") -> Candidate:
-    """cand (torch-compile) and the riders as one rung; cand alone is its fallback."""
+    """cand (torch-compile) and the riders as one rung; cand alone is its fallback. cand as it
+    is when that rung was tried already (its fallback, after the rung crashed or could not
+    apply, is cand itself)."""
     rung = bundle([cand, *riders])
+    if rung.key in out.tried:
+        return cand
     rung.fallback, rung.fallback_when = cand, ("skipped", "failed", "rejected")
     out.tried.discard(cand.key)  # its own trial is the fallback's
     out.tried.add(rung.key)

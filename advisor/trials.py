@@ -286,14 +286,16 @@ class _Ladder:
                 self._commit(cand, runs, analysis, model)
             else:
                 self._compete(cand, runs, analysis, model, rec, used)
-        elif rec["status"] == "rejected" and not rec["reason"].startswith("numerics"):
-            rode = len(cand.parts) > 1 and any(p.name in rungs.LAST for p in cand.parts)
+        riders = [p for p in cand.parts if p.name not in rungs.LAST] if len(cand.parts) > 1 \
+            and any(p.name in rungs.LAST for p in cand.parts) else []
+        if rec["status"] in ("rejected", "failed"):
+            for part in riders:  # they rode with compile: that was their retry (a crash with it too)
+                self.slow.pop(part.key, None)
+        if rec["status"] == "rejected" and not rec["reason"].startswith("numerics"):
             for part in cand.parts:  # a bundle's members come back one by one from the rules
-                if rode and part.name not in rungs.LAST:
-                    self.slow.pop(part.key, None)  # they rode with compile: that was their retry
-                    continue
-                self.slow[part.key] = (self._ref_ms(), rungs.idle_share(analysis))
-                self.rejected[part.key] = part
+                if part not in riders:
+                    self.slow[part.key] = (self._ref_ms(), rungs.idle_share(analysis))
+                    self.rejected[part.key] = part
             self._learn(child, analysis, model, name)
         self._fall_back(cand, rec["status"])
         if any(p.key in self.retried for p in cand.parts):

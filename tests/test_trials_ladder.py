@@ -576,3 +576,31 @@ def test_the_bound_floor_uses_the_noise_of_the_references_own_regime(tmp_path, m
                               environment={"gpu_count": 1}, rules=lambda keys: [bound] if RO in keys else [])
     assert [c[0] for c in calls][:3] == ["00-baseline-repeat", "01-torch-compile-reduce-overhead", "02-tf32"]
     assert [c["name"] for c in result["stack"]] == ["torch-compile", "tf32"]
+
+
+def test_compile_runs_alone_after_its_rung_with_riders_crashed(tmp_path, monkeypatch):
+    """The rung of compile and its riders crashed: compile alone runs next (the fallback), not
+    the same rung again."""
+    amp = "amp(dtype=bfloat16)"
+    crashed = {"status": "incomplete", "incomplete_reasons": ["script raised RuntimeError: boom at step 3"],
+               "exit": {"code": 1, "exception": "RuntimeError: boom"}, "step_times_ms": [], "losses": []}
+    speeds = {(): [100.0], (amp,): [101.0], (RIDE,): crashed, (RO,): [40.0]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
+                              environment={"gpu_count": 1}, rules=[_finding("amp", 5.0)], idle={(amp,): 0.7})
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-amp", "02-torch-compile-reduce-overhead+amp",
+                                     "03-torch-compile-reduce-overhead"]
+    assert _rec(result, "02-")["status"] == "failed"
+    assert [c["name"] for c in result["stack"]] == ["torch-compile"]
+
+
+def test_a_rung_with_riders_that_cannot_apply_falls_back_to_compile_alone():
+    """rungs.pick, pure: compile's rung with a rider that cannot apply here is skipped, and
+    compile alone is picked (no loop back to the same rung)."""
+    from advisor import rungs
+    from advisor.candidates import Candidate
+
+    compile_ro = expand({"intervention": "torch-compile"}, None, 1.0, {"gpu_count": 1})[0]
+    rider = Candidate("amp", {"dtype": "float16"})  # fp16 autocast: suggest-only, cannot apply
+    p = rungs.pick([compile_ro], set(), set(), config={}, environment={"gpu_count": 1}, riders=(rider,))
+    assert p.rung is not None and p.rung.key == RO
+    assert [c.key for c, _ in p.skipped] == [f"{RO} + amp(dtype=float16)"]
