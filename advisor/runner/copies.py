@@ -60,13 +60,7 @@ class CopyHooks:
             except Exception as e:
                 self._h2d_done = True
                 c.internal_error("h2d observation", e)
-        if not self._ranges_on():
-            return orig(tensor, *args, **kwargs)
-        tok = c.ranges.push("advisor::h2d")
-        try:
-            return orig(tensor, *args, **kwargs)
-        finally:
-            c.ranges.pop(tok)
+        return self._ranged("advisor::h2d", orig, tensor, *args, **kwargs)
 
     def _patch_to(self) -> None:
         hooks = self

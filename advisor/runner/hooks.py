@@ -83,6 +83,16 @@ class Hooks(CopyHooks):
         self.remove_loop_hooks()
         self.permanent.undo()
 
+    def _ranged(self, name: str, fn, *args, **kwargs):
+        """fn(*args, **kwargs), inside the range `name` while advisor's ranges are on."""
+        if not self._ranges_on():
+            return fn(*args, **kwargs)
+        tok = self.c.ranges.push(name)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.c.ranges.pop(tok)
+
     def _ranges_on(self) -> bool:
         r = self.c.ranges
         return r.profiling or r._push is not None
@@ -291,13 +301,7 @@ class Hooks(CopyHooks):
                         hooks.obs.on_zero_grad(stn)
                     except Exception as e:
                         c.internal_error("zero_grad observation", e)
-                if not hooks._ranges_on():
-                    return orig(obj, *args, **kwargs)
-                tok = c.ranges.push("advisor::zero_grad")
-                try:
-                    return orig(obj, *args, **kwargs)
-                finally:
-                    c.ranges.pop(tok)
+                return hooks._ranged("advisor::zero_grad", orig, obj, *args, **kwargs)
 
             return zero_grad
 
