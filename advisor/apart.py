@@ -43,7 +43,7 @@ def _measure(ladder, cand: Candidate, guesses: list) -> dict:
     if why:
         rec = {"name": trial, "fix": cand.name, "params": cand.params, "status": "skipped", "reason": why}
     else:
-        child, analysis, _ = ladder._process(trial, [*ladder.stack, cand], guesses=guesses)
+        child, analysis, _ = ladder.process(trial, [*ladder.stack, cand], guesses=guesses)
         rec = {"name": trial, "fix": cand.name, "params": cand.params, "changes_numerics": True,
                "description": mod.describe(cand.params), "interventions": [c.key for c in [*ladder.stack, cand]],
                "apart": True, **measure.trial_figures(child, analysis, ladder.base)}

@@ -138,7 +138,7 @@ class _Ladder:
         self.bound: dict[str, Candidate] = {}  # skipped on their bound: the rules may ask again
         self.n = 0
 
-    def _process(self, name: str, stack: list[Candidate], profile: bool = True, guesses=None):
+    def process(self, name: str, stack: list[Candidate], profile: bool = True, guesses=None):
         self.result["processes"] += 1
         return _run(self.ctx, name, stack, profile, guesses)
 
@@ -218,7 +218,8 @@ class _Ladder:
                 queue.insert(0, cand.fallback)
             # rejected, a fix that cuts GPU time most likely was so on a host-bound step: it rides
             riders = () if kept or cand is None else tuple(p for p in cand.parts if p.name in rungs.RIDERS)
-            p = rungs.pick(queue, self.tried, self._kept(stack), **self._pick_args(riders))
+            kept_names = self._kept(stack)
+            p = rungs.pick(queue, self.tried, kept_names, **self._pick_args(riders))
             later = sorted([*self.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
             if p.rung is not None:
                 nxt = [(_trial_name(self.n + 1, p.rung), [*stack, p.rung], True)]
@@ -226,7 +227,6 @@ class _Ladder:
                 # The queue spent: a fix skipped on its bound comes back if the rules ask again on
                 # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
                 # batch sizes (x4 too, while compile runs: it compiles a graph of its own).
-                kept_names = self._kept(stack)
                 bound = [c for c in [*(c for c, _ in p.skipped), *self.bound.values()] if c.gain_is_upper_bound
                          and c.key not in self.tried and c.name not in kept_names][:1]
                 nxt = [(_trial_name(self.n + 1, c), [*stack, c], True) for c in bound] + \
@@ -239,7 +239,7 @@ class _Ladder:
     def _reference(self) -> None:
         self.say("repeating the baseline to measure run-to-run noise")
         # Timing only: the baseline's own trace is the one the rules read.
-        repeat, _, _ = self._process(REPEAT, [], profile=False, guesses=self._guesses(None))
+        repeat, _, _ = self.process(REPEAT, [], profile=False, guesses=self._guesses(None))
         repeat_ok = repeat.get("status") == "complete"
         self.groups = [[self.base, repeat] if repeat_ok else [self.base]]
         self.noise = (measure.pooled_noise(self.groups) if repeat_ok else None) or 0.0
@@ -263,7 +263,7 @@ class _Ladder:
         self.n += 1
         name = _trial_name(self.n, cand)
         self.say(f"trial {name}: {mod.describe(cand.params)}")
-        child, analysis, model = self._process(name, [*self.stack, cand], guesses=self._guesses(cand, name))
+        child, analysis, model = self.process(name, [*self.stack, cand], guesses=self._guesses(cand, name))
         runs = [child]
         rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
                "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,
@@ -342,7 +342,7 @@ class _Ladder:
                 and not self.ctx.out_of_budget():
             self.say(f"trial {name}: {verdict[1]}; the reference has one run"
                      f"{'' if measured else ' and no noise of its own regime'}: timing it again")
-            again_ref, _, _ = self._process(f"{name}-reference", self.stack, profile=False)
+            again_ref, _, _ = self.process(f"{name}-reference", self.stack, profile=False)
             if again_ref.get("status") == "complete":
                 self.ref_runs = [*self.ref_runs, again_ref]
                 self._pool(self.ref_runs)  # its pair now sets the noise of its regime
@@ -354,9 +354,9 @@ class _Ladder:
             # each run of a round is guessed while the one before it runs (an H100 ladder spent
             # 120 s of 320 on seven such processes, each started fresh)
             nxt = [(f"{name}-confirm{k + 1}-reference", self.stack, False)] if k + 1 < 1 + CONFIRM_ROUNDS else []
-            again_ref, _, _ = self._process(f"{name}-confirm{k}-reference", self.stack, profile=False,
+            again_ref, _, _ = self.process(f"{name}-confirm{k}-reference", self.stack, profile=False,
                                             guesses=[(f"{name}-confirm{k}", [*self.stack, cand], False), *after])
-            again, _, _ = self._process(f"{name}-confirm{k}", [*self.stack, cand], profile=False,
+            again, _, _ = self.process(f"{name}-confirm{k}", [*self.stack, cand], profile=False,
                                         guesses=[*nxt, *after])
             if again_ref.get("status") == "complete":
                 self.ref_runs = [*self.ref_runs, again_ref]

@@ -13,8 +13,10 @@ from .core import PRIO_INPUT, PatchContext, SkipFix, SourceFile, add_warning, ap
 
 LR_COMMENT = "# advisor: scale the learning rate with the batch"
 
-# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)
-_DL_POS = {"batch_size": 1, "batch_sampler": 4, "num_workers": 5, "pin_memory": 7}
+# DataLoader's parameters in their positional order, and each one's place
+_DL_NAMES = ("dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "collate_fn",
+             "pin_memory", "drop_last", "timeout", "worker_init_fn", "multiprocessing_context", "generator")
+_DL_POS = {name: i for i, name in enumerate(_DL_NAMES)}
 
 
 def _dataloader_call(ctx: PatchContext, fix: dict) -> tuple[SourceFile, cst.Call]:
@@ -232,15 +234,10 @@ class _BatchesOnDevice(torch.utils.data.Sampler):
             yield order[i:i + self.batch_size]
 '''.strip() + "\n"
 
-# DataLoader's parameters in their positional order
-_DL_NAMES = ("dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers", "collate_fn",
-             "pin_memory", "drop_last", "timeout", "worker_init_fn", "multiprocessing_context", "generator")
-
-
 def _own_sampling(call: cst.Call) -> str | None:
     """What keeps the DataLoader's own sampler (the edit then leaves the sampling as it is)."""
     for name in ("sampler", "batch_sampler", "generator"):
-        found = find_arg(call, name, _DL_NAMES.index(name))
+        found = find_arg(call, name, _DL_POS[name])
         if found is not None and not is_literal(found[1].value, None):
             return f"its own {name}"
     if has_double_star(call) or any(a.star == "*" for a in call.args):
@@ -269,7 +266,7 @@ def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
     each batch is one gather. With a sampler, batch sampler or generator of its own, the
     DataLoader keeps it and hands over each batch's indices as a list."""
     f, call, here, text = _dataset_named(ctx, fix, "preload")
-    if find_arg(call, "collate_fn", 6) is not None:
+    if find_arg(call, "collate_fn", _DL_POS["collate_fn"]) is not None:
         raise SkipFix(f"the DataLoader at {here} has its own collate_fn")
     device = device_type(ctx, p)
     keeps = _own_sampling(call)
@@ -287,7 +284,7 @@ def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
         if not keeps:
             c = _batch_sampler(c, text, device)
         c = set_arg(c, "dataset", f"_PreloadedOnDevice({text}, {device!r})", 0)
-        return set_args(c, [("num_workers", "0", _DL_POS["num_workers"]), ("collate_fn", "lambda batch: batch", 6),
+        return set_args(c, [("num_workers", "0", _DL_POS["num_workers"]), ("collate_fn", "lambda batch: batch", _DL_POS["collate_fn"]),
                             ("pin_memory", "False", _DL_POS["pin_memory"])])
     ctx.on_node(f, call, edit, late=True)  # after a batch-size edit of the same call: it moves that value
     sampling = (f"the DataLoader keeps {keeps}; each batch's indices are handed over as a list" if keeps else
