@@ -2,7 +2,8 @@
 
 A rule is a module with a docstring (What it does / Why is this bad / Example / Fix /
 Fix safety) and the attributes CODE, NAME, SEVERITY, NEEDS, FIX and a function
-``check(ctx) -> Finding | list[Finding] | None``. Rules come from three places that all
+``check(ctx) -> Finding | list[Finding] | None``; optionally AFTER, the fixes that must be in
+before it can fire (advisor.guesses starts its fix's trial ahead while one of them runs). Rules come from three places that all
 load the same way: the built-in catalogue (the ``advisor_rules`` package, registered as
 the ``builtin`` entry point), other installed packages registering the ``advisor.rules``
 entry-point group, and directories given with ``--rules DIR``.
@@ -46,6 +47,7 @@ class Rule:
     module: str
     hits: tuple = ()
     non_hits: dict = field(default_factory=dict)
+    after: tuple = ()  # fixes that must be in before it can fire: its fix is guessed after them
 
 
 @dataclass
@@ -90,7 +92,8 @@ def _rule_from_module(mod: ModuleType) -> Rule | None:
     return Rule(code=mod.CODE, name=mod.NAME, severity=getattr(mod, "SEVERITY", "warning"),
                 needs=tuple(getattr(mod, "NEEDS", ())), fix=getattr(mod, "FIX", None),
                 doc=(mod.__doc__ or "").strip(), check=mod.check, module=mod.__name__,
-                hits=tuple(getattr(mod, "HITS", ())), non_hits=dict(getattr(mod, "NON_HITS", {})))
+                hits=tuple(getattr(mod, "HITS", ())), non_hits=dict(getattr(mod, "NON_HITS", {})),
+                after=tuple(getattr(mod, "AFTER", ())))
 
 
 def _import_builtin_catalogue() -> None:

@@ -37,8 +37,16 @@ RESUME_AT = ("exporting", "measured", "done")
 QUIET_S = 0.3
 # Guesses go on into their warm-up (CUDA, compile, CUDA graphs: 20-30 s of a compiled trial on
 # an H100) when the GPU memory they and the running trial are expected to reserve, each the
-# most any run reserved so far times its batch-size factor, fits in this share of the device.
-GPU_SHARE = 0.6
+# most the last finished run reserved times its batch-size factor plus its CUDA context (made
+# outside torch's allocator), fits in this share of the device. Each estimate is a peak, the
+# cudnn.benchmark search's workspaces included: while the peaks add up to less than the device,
+# every allocation the trial made alone still succeeds beside the guesses, and so does each
+# workspace its search tries (an algorithm whose workspace did not fit would be left out, and
+# the measured step would change). The rest is room for estimates that come out short. At 60%,
+# an eager fp32 search's 16.5 GiB peak on an H100 (1.2-1.7 GiB every other run there) kept the
+# 2x batch from compiling during the last rung in every ladder after it.
+GPU_SHARE = 0.8
+CONTEXT_BYTES = 1 << 30
 
 
 def uses_cuda_first(baseline: dict) -> bool:
@@ -49,12 +57,13 @@ def uses_cuda_first(baseline: dict) -> bool:
 
 
 def host_count(asked: int | None = None) -> int:
-    """Guesses a trial: `asked` (--lookahead), else three on a host with 12 cores or more, two
-    with 8, one with 4, none below."""
+    """Guesses a trial: `asked` (--lookahead), else four on a host with 16 cores or more, three
+    with 12, two with 8, one with 4, none below. (Each one past the two branches' next rungs
+    and the reference's re-run covers what the rules may ask for on the new trace.)"""
     if asked is not None:
         return max(0, asked)
     cpus = os.cpu_count() or 1
-    return 3 if cpus >= 12 else 2 if cpus >= 8 else 1 if cpus >= 4 else 0
+    return 4 if cpus >= 16 else 3 if cpus >= 12 else 2 if cpus >= 8 else 1 if cpus >= 4 else 0
 
 
 def quiet_s(asked: int | None = None) -> float:
@@ -106,6 +115,7 @@ class Lookahead:
         self.peak = 0   # the GPU memory the last finished run reserved at its peak (bytes)
         self.capacity = 0
         self.warmed = 0  # guesses that went on into their warm-up
+        self.log: list[dict] = []  # each process and the guesses made while it ran
 
     def note(self, child: dict) -> None:
         """A finished run's peak reserved GPU memory, and the device's capacity. The last run's,
@@ -125,9 +135,9 @@ class Lookahead:
         x4 compiling only once x2 was released took 36.5-38.7 s at the end of two H100 ladders."""
         if not (self.peak and self.capacity):
             return [False] * (len(specs) - 1)
-        used, out, compiling = self.peak * _batch_factor(specs[0]), [], 0
+        used, out, compiling = self.peak * _batch_factor(specs[0]) + CONTEXT_BYTES, [], 0
         for spec in specs[1:]:
-            need = self.peak * _batch_factor(spec)
+            need = self.peak * _batch_factor(spec) + CONTEXT_BYTES
             room = 2 if _batch_factor(spec) > 1 else 1
             out.append(used + need <= GPU_SHARE * self.capacity and not (_compiles(spec) and compiling >= room))
             used += need if out[-1] else 0
@@ -151,13 +161,16 @@ class Lookahead:
         between). Then top the spares up."""
         if specs is not None:
             specs = specs[: self.count]
+            fits = self._fits([running, *specs])
+            self.log.append({"process": running.get("run_name"), "guesses": [s.get("run_name") for s in specs],
+                             "warm_up": [s.get("run_name") for s, f in zip(specs, fits) if f]})
             old = {g.key: g for g in self.guesses if g.alive()}
             keys = [spec_key(spec) for spec in specs]
             for g in self.guesses:
                 if g.key not in keys or old.get(g.key) is not g:
                     g.close()
             self.guesses = []
-            for spec, key, warmup in zip(specs, keys, self._fits([running, *specs])):
+            for spec, key, warmup in zip(specs, keys, fits):
                 g = old.pop(key, None)
                 if g is not None:  # already on its way
                     if warmup and g.advance():
@@ -196,7 +209,8 @@ class Lookahead:
         self.guesses, self.spares = [], []
 
     def summary(self) -> dict:
-        return {"count": self.count, "guessed": self.made, "used": self.used, "warmed_up": self.warmed}
+        return {"count": self.count, "guessed": self.made, "used": self.used, "warmed_up": self.warmed,
+                "log": self.log}
 
 
 def _compiles(spec: dict) -> bool:

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor import apart, measure, pipeline, rungs
+from advisor import apart, engine, guesses, measure, pipeline, rungs
 from advisor.candidates import Candidate, candidates_from_findings
 from advisor.lookahead import Lookahead, default_count, quiet_s
 from advisor.verdicts import judge, regime_noise, regroup, relative, retime_reference
@@ -84,15 +84,6 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     return child, analysis, model
 
 
-def _trial_name(n: int, cand: Candidate) -> str:
-    return f"{n:02d}-" + "+".join(_part_name(p) for p in cand.parts)
-
-
-def _part_name(cand: Candidate) -> str:
-    values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
-    return cand.name + (f"-{'-'.join(values)}" if cand.group and values else "")
-
-
 def run_trials(ctx: TrialContext) -> dict:
     """Run the ladder; returns {"noise", "threshold", "trials": [...], "stack": [...], "apart": [...]}."""
     ctx.ahead = Lookahead(ctx.run_dir, default_count(ctx.baseline, ctx.lookahead), str(Path.cwd()),
@@ -137,6 +128,13 @@ class _Ladder:
         self.learned: set[str] = set()  # queued from a rejected trial's trace (_learn)
         self.bound: dict[str, Candidate] = {}  # skipped on their bound: the rules may ask again
         self.n = 0
+        self._rules: list | None = None
+
+    def rules(self) -> list:
+        """The rule catalogue the requeue runs (--rules directories too), loaded once."""
+        if self._rules is None:
+            self._rules = engine.load_rules(self.ctx.opts.rules_dirs)
+        return self._rules
 
     def process(self, name: str, stack: list[Candidate], profile: bool = True, guesses=None):
         self.result["processes"] += 1
@@ -200,46 +198,10 @@ class _Ladder:
         return {a["name"] for a in self.ctx.applied} | {p.name for c in (self.stack if stack is None else stack)
                                                          for p in c.parts}
 
-    def _guesses(self, cand: Candidate | None, name: str = "") -> list[tuple[str, list[Candidate], bool]]:
-        """The processes likely to come after cand's trial `name` (None: after the baseline's
-        repeat), as (name, stack, profiled), most likely first: the next rung on the stack with
-        cand kept (once the queue is spent: a fix skipped on its bound, the batch sizes); the
-        kept stack timed again, when its one run could decide the verdict (_confirm); the next
-        rung on the stack without cand (advisor.lookahead). A guess skips what the rules will
-        say of the new trace."""
-        if not self.ctx.ahead.count:
-            return []
-        out: list[tuple[str, list[Candidate], bool]] = []
-        for kept in ((True, False) if cand is not None else (False,)):
-            stack, queue = list(self.stack), list(self.queue)
-            if kept and not (cand.group and any(q.group == cand.group for q in queue)):
-                stack.append(cand)  # a group's value is kept once the group's last one has run
-            if not kept and cand is not None and cand.fallback and "rejected" in cand.fallback_when:
-                queue.insert(0, cand.fallback)
-            # rejected, a fix that cuts GPU time most likely was so on a host-bound step: it rides
-            riders = () if kept or cand is None else tuple(p for p in cand.parts if p.name in rungs.RIDERS)
-            kept_names = self._kept(stack)
-            p = rungs.pick(queue, self.tried, kept_names, **self._pick_args(riders))
-            later = sorted([*self.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
-            if p.rung is not None:
-                nxt = [(_trial_name(self.n + 1, p.rung), [*stack, p.rung], True)]
-            else:
-                # The queue spent: a fix skipped on its bound comes back if the rules ask again on
-                # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
-                # batch sizes (x4 too, while compile runs: it compiles a graph of its own).
-                bound = [c for c in [*(c for c, _ in p.skipped), *self.bound.values()] if c.gain_is_upper_bound
-                         and c.key not in self.tried and c.name not in kept_names][:1]
-                nxt = [(_trial_name(self.n + 1, c), [*stack, c], True) for c in bound] + \
-                    [(apart.name(a), [*stack, a], True) for a in later[:2 - len(bound)]]
-            out += [g for g in nxt if g not in out]
-            if kept and len(self.ref_runs) == 1:
-                out.append((f"{name}-reference", list(self.stack), False))
-        return out
-
     def _reference(self) -> None:
         self.say("repeating the baseline to measure run-to-run noise")
         # Timing only: the baseline's own trace is the one the rules read.
-        repeat, _, _ = self.process(REPEAT, [], profile=False, guesses=self._guesses(None))
+        repeat, _, _ = self.process(REPEAT, [], profile=False, guesses=guesses.likely_next(self, None))
         repeat_ok = repeat.get("status") == "complete"
         self.groups = [[self.base, repeat] if repeat_ok else [self.base]]
         self.noise = (measure.pooled_noise(self.groups) if repeat_ok else None) or 0.0
@@ -261,9 +223,9 @@ class _Ladder:
             return
         mod = rungs.module_for(cand)
         self.n += 1
-        name = _trial_name(self.n, cand)
+        name = guesses.trial_name(self.n, cand)
         self.say(f"trial {name}: {mod.describe(cand.params)}")
-        child, analysis, model = self.process(name, [*self.stack, cand], guesses=self._guesses(cand, name))
+        child, analysis, model = self.process(name, [*self.stack, cand], guesses=guesses.likely_next(self, cand, name))
         runs = [child]
         rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
                "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,
@@ -347,7 +309,7 @@ class _Ladder:
                 self.ref_runs = [*self.ref_runs, again_ref]
                 self._pool(self.ref_runs)  # its pair now sets the noise of its regime
             verdict = verdict_now()
-        after = self._guesses(cand, name)  # what comes once the verdict is in
+        after = guesses.likely_next(self, cand, name)  # what comes once the verdict is in
         while verdict[0] == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not self.ctx.out_of_budget():
             self.say(f"trial {name}: {verdict[1]}; timing the reference and the trial again")
             k = len(runs)

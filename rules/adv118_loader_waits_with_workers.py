@@ -40,6 +40,9 @@ NAME = "loader-waits-with-workers"
 SEVERITY = "warning"
 NEEDS = ("steps",)
 FIX = "preload-dataset"
+# It fires only once the loader has workers: while their trial runs, advisor starts the
+# preload's process ahead (advisor.guesses).
+AFTER = ("dataloader-workers",)
 HITS = ("gpu_run_h100_cifar_workers",)
 NON_HITS = {"slow_loader": "num_workers=0: more workers come first (ADV103)",
             "gpu_run_h100_cifar_slow": "num_workers=0 in the slow recipe's baseline (ADV103)"}

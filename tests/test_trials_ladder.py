@@ -455,9 +455,11 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatc
                      "03-torch-compile-reduce-overhead", "apart-batch-size-x2", "apart-batch-size-x4"], names
     for before, now in zip(calls, calls[1:]):
         assert now[:3] in before[3], (now[:3], before[3])
-    # both branches: the pair kept, the bundle on top; the pair rejected, channels_last alone
+    # both branches: the pair kept, the bundle on top; the pair rejected, channels_last alone;
+    # then the rung a new ranking of the queue may put first on the kept pair (advisor.guesses)
     assert calls[1][3] == [("02-set-to-none+cudnn-benchmark", (PAIR, "set-to-none + cudnn-benchmark"), True),
-                           ("02-channels-last", ("channels-last",), True)]
+                           ("02-channels-last", ("channels-last",), True),
+                           ("02-torch-compile-reduce-overhead", (PAIR, RO), True)]
     # the pair's one run is the reference: the kept stack timed again is the other likely process
     assert ("02-set-to-none+cudnn-benchmark-reference", (PAIR,), False) in calls[2][3]
     assert calls[-1][3] == []  # nothing after the last batch size
@@ -472,30 +474,34 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatc
 def test_guesses_warm_up_on_the_gpu_only_where_memory_allows(tmp_path):
     """A guess goes on into its warm-up (CUDA, compile) beside the running trial only when the
     memory they are expected to reserve (what the last finished run reserved, times a
-    batch-size factor) fits in lookahead.GPU_SHARE of the device, and only one of them
-    compiles; else it waits at its first CUDA use."""
-    from advisor.lookahead import GPU_SHARE, Lookahead
+    batch-size factor, plus a CUDA context each) fits in lookahead.GPU_SHARE of the device, and
+    only one of them compiles; else it waits at its first CUDA use."""
+    from advisor.lookahead import CONTEXT_BYTES, GPU_SHARE, Lookahead
 
+    assert (GPU_SHARE, CONTEXT_BYTES) == (0.8, 1 << 30)  # 64 GiB of an 80 GiB device, below
     ahead = Lookahead(tmp_path, 2, None, False)
     plain = {"interventions": [{"name": "amp", "params": {}}]}
     x4 = {"interventions": [{"name": "batch-size", "params": {"factor": 4}}]}
     assert ahead._fits([plain, plain, plain]) == [False, False]  # nothing measured yet: at CUDA
-    ahead.note({"memory": {"max_reserved_bytes": 30 << 30, "capacity_bytes": 80 << 30}})
-    assert ahead._fits([plain, plain, plain]) == [False, False]  # 30 + 30 + 30 GiB
-    ahead.note({"memory": {"max_reserved_bytes": 10 << 30, "capacity_bytes": 80 << 30}})
+    ahead.note({"memory": {"max_reserved_bytes": 40 << 30, "capacity_bytes": 80 << 30}})
+    assert ahead._fits([plain, plain, plain]) == [False, False]  # 41 + 41 GiB
+    ahead.note({"memory": {"max_reserved_bytes": 15 << 30, "capacity_bytes": 80 << 30}})
     ahead.note({"memory": {}})  # a run that reserved nothing (crashed before CUDA): no new estimate
-    assert ahead.peak == 10 << 30
-    assert GPU_SHARE * 80 >= 30
-    assert ahead._fits([plain, plain, plain]) == [True, True]   # 10 + 10 + 10 GiB
-    assert ahead._fits([plain, x4, plain]) == [False, True]     # x4 would need 40 more
-    assert ahead._fits([x4, plain, plain]) == [False, False]    # the running x4 takes 40 alone
+    assert ahead.peak == 15 << 30
+    assert ahead._fits([plain, plain, plain]) == [True, True]   # 16 + 16 + 16 GiB
+    assert ahead._fits([plain, x4, plain]) == [False, True]     # x4 would need 61 more
+    assert ahead._fits([x4, plain, plain]) == [False, False]    # the running x4 takes 61 alone
     compiled = {"interventions": [{"name": "torch-compile", "params": {"mode": "reduce-overhead"}}]}
     assert ahead._fits([compiled, compiled, compiled]) == [True, False]  # one compiling guess at a time
     x2 = {"interventions": [*compiled["interventions"], {"name": "batch-size", "params": {"factor": 2}}]}
     x4c = {"interventions": [*compiled["interventions"], {"name": "batch-size", "params": {"factor": 4}}]}
     ahead.note({"memory": {"max_reserved_bytes": 5 << 30, "capacity_bytes": 80 << 30}})
-    assert ahead._fits([compiled, x2, x4c]) == [True, True]      # but x4 compiles beside x2 (5+10+20 GiB)
+    assert ahead._fits([compiled, x2, x4c]) == [True, True]      # but x4 compiles beside x2 (6+11+21 GiB)
     assert ahead._fits([compiled, x2, x4c, compiled]) == [True, True, False]
+    # an H100 ladder: the eager fp32 stack's cudnn.benchmark search reserved 16.5 GiB; while
+    # compile runs on it, x2 compiles beside it (17.5 + 34 GiB), x4 (+67) waits at its CUDA use
+    ahead.note({"memory": {"max_reserved_bytes": int(16.5 * (1 << 30)), "capacity_bytes": 80 << 30}})
+    assert ahead._fits([compiled, x2, x4c]) == [True, False]
 
 
 @pytest.mark.parametrize("at_most, tried", [(0.2, False), (2.0, True)])
@@ -604,3 +610,51 @@ def test_a_rung_with_riders_that_cannot_apply_falls_back_to_compile_alone():
     p = rungs.pick([compile_ro], set(), set(), config={}, environment={"gpu_count": 1}, riders=(rider,))
     assert p.rung is not None and p.rung.key == RO
     assert [c.key for c, _ in p.skipped] == [f"{RO} + amp(dtype=float16)"]
+
+
+def test_what_the_rules_ask_for_once_a_fix_is_in_is_guessed_while_it_runs(tmp_path, monkeypatch):
+    """ADV118 (the loop still waits for batches with DataLoader workers) fires only once
+    workers are in; its AFTER names them, so the preload it asks for is started ahead while the
+    last worker count runs (on H100 ladders that process started fresh: 18.8 s, not 4-13)."""
+    base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8, "num_workers": 0}}}}
+    env = {"gpu_count": 1, "cpu_count": 8}
+    w4, w8 = (c.key for c in expand({"intervention": "dataloader-workers"}, None, None, env))
+    speeds = {(): [100.0], (w4,): [60.0], (w8,): [50.0], (w8, "preload-dataset"): [20.0],
+              (w8, "preload-dataset", "set-to-none"): [19.9]}
+
+    def rules(keys):
+        if w8 in keys and "preload-dataset" not in keys:
+            return [_finding("preload-dataset", 30.0), _finding("set-to-none", 1.0)]
+        return [_finding("set-to-none", 1.0)]
+
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("dataloader-workers", 50.0),
+                                                              _finding("set-to-none", 1.0)],
+                              environment=env, baseline=base, rules=rules, lookahead=3)
+    names = [c[0] for c in calls]
+    assert names[:5] == ["00-baseline-repeat", "01-dataloader-workers-4", "02-dataloader-workers-8",
+                         "03-preload-dataset", "04-set-to-none"], names
+    assert calls[3][:3] in calls[2][3], calls[2][3]  # guessed while workers-8 ran
+    assert calls[3][:3] not in calls[1][3]           # not while workers-4 did: workers-8 comes first
+    assert ("03-preload-dataset", (w8, "preload-dataset"), True) == calls[2][3][-1]  # after the branches
+
+
+def test_a_fix_skipped_on_its_bound_is_guessed_beside_the_next_rung(tmp_path, monkeypatch):
+    """Deferred syncs (here tf32 as a stand-in) skipped on their bound, with compile still to
+    come: a kept fix that makes the step faster may lift the bound over the floor on the new
+    trace (it did after the small safe fixes on an H100, and that process started fresh:
+    17.6 s). While the fix runs, it is guessed beside compile, the next rung."""
+    bound = {**_finding("tf32", 0.2), "gain_is_upper_bound": True}
+    speeds = {(): [100.0], ("set-to-none",): [50.0], ("set-to-none", "tf32"): [40.0],
+              ("set-to-none", "tf32", RO): [20.0]}
+
+    def rules(keys):
+        lifted = [{**_finding("tf32", 20.0), "gain_is_upper_bound": True}] if "tf32" not in keys else []
+        return [*lifted, _finding("torch-compile", 30.0)]
+
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0),
+                                                              _finding("set-to-none", 10.0), bound],
+                              environment={"gpu_count": 1}, rules=rules, lookahead=3)
+    names = [c[0] for c in calls]
+    assert names[:4] == ["00-baseline-repeat", "01-set-to-none", "02-tf32", "03-torch-compile-reduce-overhead"], names
+    assert calls[1][3][0] == ("02-torch-compile-reduce-overhead", ("set-to-none", RO), True)  # the next rung
+    assert calls[2][:3] in calls[1][3]  # and the bound one beside it

@@ -1,0 +1,107 @@
+"""What the ladder will most likely run next: the processes advisor.lookahead starts ahead.
+
+A guess is made while a trial runs, before its verdict and before the rules have read its
+trace, from the ladder's own choice of rungs (rungs.pick) on the two stacks the verdict can
+leave. The rules then re-rank the queue on the new trace and may find what only shows with
+the fix in: on H100 ladders, three of eleven trials a ladder were started fresh for that
+(17-27 s each instead of 4-13 s): the preload that the rules asked for once DataLoader workers
+were in (ADV118 fires only with workers), the bundle the new ranking put ahead of deferred
+syncs, and deferred syncs lifted over the floor by a faster step. So beyond the first rung of
+each branch, the guesses name what a kept fix's rules ask for next (a rule's AFTER) and the
+rungs the new ranking may put first.
+"""
+
+from __future__ import annotations
+
+from advisor import apart, rungs
+from advisor.candidates import Candidate, expand
+
+
+def trial_name(n: int, cand: Candidate) -> str:
+    return f"{n:02d}-" + "+".join(_part_name(p) for p in cand.parts)
+
+
+def _part_name(cand: Candidate) -> str:
+    values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
+    return cand.name + (f"-{'-'.join(values)}" if cand.group and values else "")
+
+
+def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[str, list[Candidate], bool]]:
+    """The processes likely to come after cand's trial `name` (None: after the baseline's
+    repeat), as (name, stack, profiled), most likely first: the next rung on the stack with
+    cand kept (once the queue is spent: a fix skipped on its bound, the batch sizes); the kept
+    stack timed again, when its one run could decide the verdict (_Ladder._confirm); the next
+    rung on the stack without cand; then what the rules ask for once cand is in (follow_ups)
+    and the rungs a new ranking of the queue may put first (alternatives)."""
+    if not ladder.ctx.ahead.count:
+        return []
+    first: list[tuple[str, list[Candidate], bool]] = []
+    later: list[tuple[str, list[Candidate], bool]] = []
+    for kept in ((True, False) if cand is not None else (False,)):
+        stack, queue = list(ladder.stack), list(ladder.queue)
+        if kept and not (cand.group and any(q.group == cand.group for q in queue)):
+            stack.append(cand)  # a group's value is kept once the group's last one has run
+        if not kept and cand is not None and cand.fallback and "rejected" in cand.fallback_when:
+            queue.insert(0, cand.fallback)
+        # rejected, a fix that cuts GPU time most likely was so on a host-bound step: it rides
+        riders = () if kept or cand is None else tuple(p for p in cand.parts if p.name in rungs.RIDERS)
+        kept_names = ladder._kept(stack)
+        args = ladder._pick_args(riders)
+        p = rungs.pick(queue, ladder.tried, kept_names, **args)
+        nxt = ladder.n + 1
+        if p.rung is not None:
+            first.append((trial_name(nxt, p.rung), [*stack, p.rung], True))
+            if kept:
+                later += [(trial_name(nxt, c), [*stack, c], True)
+                          for c in [*follow_ups(ladder, cand, stack, p.tried, kept_names),
+                                    *alternatives(p, kept_names, args)]]
+        else:
+            # The queue spent: a fix skipped on its bound comes back if the rules ask again on
+            # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
+            # batch sizes (x4 too, while compile runs: it compiles a graph of its own).
+            bound = [c for c in [*(c for c, _ in p.skipped), *ladder.bound.values()] if c.gain_is_upper_bound
+                     and c.key not in ladder.tried and c.name not in kept_names][:1]
+            sizes = sorted([*ladder.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
+            first += [(trial_name(nxt, c), [*stack, c], True) for c in bound] + \
+                [(apart.name(a), [*stack, a], True) for a in sizes[:2 - len(bound)]]
+        if kept and len(ladder.ref_runs) == 1:
+            first.append((f"{name}-reference", list(ladder.stack), False))
+    out: list[tuple[str, list[Candidate], bool]] = []
+    for g in [*first, *later]:
+        if all(_differs(g, o) for o in out):
+            out.append(g)
+    return out
+
+
+def _differs(a, b) -> bool:
+    """Two guesses are two processes: another stack, or profiled where the other is not."""
+    return [c.key for c in a[1]] != [c.key for c in b[1]] or a[2] != b[2]
+
+
+def follow_ups(ladder, cand: Candidate, stack: list[Candidate], tried: set[str], kept: set[str]) -> list[Candidate]:
+    """What the rules ask for once cand's fix is in: the fix of every rule whose AFTER names
+    one of cand's fixes (ADV118: the loop still waits with DataLoader workers -> preload the
+    dataset), when it applies to the script and was neither tried nor kept."""
+    names = {p.name for p in cand.parts}
+    out = []
+    for rule in ladder.rules():
+        if not (rule.fix and names & set(rule.after)):
+            continue
+        for c in expand({"intervention": rule.fix}, rule.code, None, ladder.ctx.environment)[:1]:
+            if c.key in tried or c.name in kept or (ladder.ctx.only and c.name not in ladder.ctx.only):
+                continue
+            if not rungs.module_for(c).not_applicable(ladder.ref_config, ladder.ctx.environment, c.params):
+                out.append(c)
+    return out
+
+
+def alternatives(p: rungs.Pick, kept: set[str], args: dict) -> list[Candidate]:
+    """The rungs a new ranking of the queue may put first on the same stack: the one pick
+    would choose after p.rung, and the first fix skipped on its bound (the new trace's faster
+    step may lift its gain over the floor: deferred syncs after the small safe fixes)."""
+    out = []
+    second = rungs.pick(p.queue, p.tried, kept, **args).rung
+    if second is not None:
+        out.append(second)
+    out += [c for c, _ in p.skipped if c.gain_is_upper_bound][:1]
+    return out
