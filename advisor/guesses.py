@@ -43,31 +43,39 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
             stack.append(cand)  # a group's value is kept once the group's last one has run
         if not kept and cand is not None and cand.fallback and "rejected" in cand.fallback_when:
             queue.insert(0, cand.fallback)
-        # rejected, a fix that cuts GPU time most likely was so on a host-bound step: it rides
-        riders = () if kept or cand is None else tuple(p for p in cand.parts if p.name in rungs.RIDERS)
         kept_names = ladder._kept(stack)
-        args = ladder._pick_args(riders)
+        args = ladder._pick_args(_riders(cand) if not kept and cand is not None else ())
+        if not kept and cand is not None and any(p.name in rungs.LAST for p in cand.parts):
+            # riders rejected with compile do not ride again: compile alone is the fallback
+            args["riders"] = tuple(r for r in args["riders"] if r.key not in {p.key for p in cand.parts})
         p = rungs.pick(queue, ladder.tried, kept_names, **args)
         nxt = ladder.n + 1
+        bound = [c for c in [*(c for c, _ in p.skipped), *ladder.bound.values()] if c.gain_is_upper_bound
+                 and c.key not in ladder.tried and c.name not in kept_names][:1]
         if p.rung is not None:
             first.append((trial_name(nxt, p.rung), [*stack, p.rung], True))
             if kept:
                 later += [(trial_name(nxt, c), [*stack, c], True)
                           for c in [*follow_ups(ladder, cand, stack, p.tried, kept_names),
-                                    *alternatives(p, kept_names, args)]]
+                                    *alternatives(p, kept_names, args), *bound, *retries(ladder, kept_names)]]
         else:
             # The queue spent: a fix skipped on its bound comes back if the rules ask again on
             # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
             # batch sizes (x4 too, while compile runs: it compiles a graph of its own).
-            bound = [c for c in [*(c for c, _ in p.skipped), *ladder.bound.values()] if c.gain_is_upper_bound
-                     and c.key not in ladder.tried and c.name not in kept_names][:1]
             sizes = sorted([*ladder.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
             first += [(trial_name(nxt, c), [*stack, c], True) for c in bound] + \
                 [(apart.name(a), [*stack, a], True) for a in sizes[:2 - len(bound)]]
+            if kept:
+                later += [(trial_name(nxt, c), [*stack, c], True) for c in retries(ladder, kept_names)]
         if kept and len(ladder.ref_runs) == 1:
             first.append((f"{name}-reference", list(ladder.stack), False))
+    return unique([*first, *later])
+
+
+def unique(gs: list[tuple[str, list[Candidate], bool]]) -> list[tuple[str, list[Candidate], bool]]:
+    """Each process once: the first of the guesses on the same stack and profiling."""
     out: list[tuple[str, list[Candidate], bool]] = []
-    for g in [*first, *later]:
+    for g in gs:
         if all(_differs(g, o) for o in out):
             out.append(g)
     return out
@@ -96,12 +104,22 @@ def follow_ups(ladder, cand: Candidate, stack: list[Candidate], tried: set[str],
 
 
 def alternatives(p: rungs.Pick, kept: set[str], args: dict) -> list[Candidate]:
-    """The rungs a new ranking of the queue may put first on the same stack: the one pick
-    would choose after p.rung, and the first fix skipped on its bound (the new trace's faster
-    step may lift its gain over the floor: deferred syncs after the small safe fixes)."""
-    out = []
+    """The rung a new ranking of the queue may put first on the same stack: the one pick would
+    choose after p.rung. (The first fix skipped on its bound is guessed beside it: the new
+    trace's faster step may lift its gain over the floor, as deferred syncs after the small
+    safe fixes.)"""
     second = rungs.pick(p.queue, p.tried, kept, **args).rung
-    if second is not None:
-        out.append(second)
-    out += [c for c, _ in p.skipped if c.gain_is_upper_bound][:1]
-    return out
+    return [second] if second is not None else []
+
+
+def retries(ladder, kept: set[str]) -> list[Candidate]:
+    """Fixes rejected as not faster that a kept fix may bring back (rungs.worth_retrying: the
+    step 1.5x faster, or the GPU far less idle; deferred syncs after compile on an H100,
+    started fresh: 25.6 s); not those that ride with compile."""
+    return [ladder.rejected[k] for k, at in ladder.slow.items() if k in ladder.rejected
+            and ladder.rejected[k].name not in kept and not rungs.rides(ladder.rejected[k].name, at)]
+
+
+def _riders(cand: Candidate) -> tuple:
+    """Rejected, a fix that cuts GPU time most likely was so on a host-bound step: it rides."""
+    return tuple(p for p in cand.parts if p.name in rungs.RIDERS)

@@ -127,21 +127,26 @@ class Lookahead:
         self.peak = int(mem.get("max_reserved_bytes") or 0) or self.peak
         self.capacity = int(mem.get("capacity_bytes") or self.capacity or 0)
 
-    def _fits(self, specs: list[dict]) -> list[bool]:
+    def _fits(self, specs: list[dict], ready: list[bool] | None = None) -> list[bool]:
         """Which specs may run into their warm-up beside the first (the running trial's): as
         GPU memory allows, and one compiling guess at a time (compiles share the CPU: an H100
         trial that compiled beside two compiling guesses took 29 s to warm up, not 19-23), two
         when the second is a batch size: they come last and each compiles a graph of its own;
-        x4 compiling only once x2 was released took 36.5-38.7 s at the end of two H100 ladders."""
+        x4 compiling only once x2 was released took 36.5-38.7 s at the end of two H100 ladders.
+        ready[i]: specs[i + 1]'s guess waits after its warm-up already: it holds its memory but
+        compiles no more (a warm 2x batch kept an H100 ladder's compiled reference from warming
+        up, and it compiled on the critical path: 15.7 s)."""
         if not (self.peak and self.capacity):
             return [False] * (len(specs) - 1)
+        ready = ready or [False] * (len(specs) - 1)
         used, out, compiling = self.peak * _batch_factor(specs[0]) + CONTEXT_BYTES, [], 0
-        for spec in specs[1:]:
+        for spec, done in zip(specs[1:], ready):
             need = self.peak * _batch_factor(spec) + CONTEXT_BYTES
             room = 2 if _batch_factor(spec) > 1 else 1
-            out.append(used + need <= GPU_SHARE * self.capacity and not (_compiles(spec) and compiling >= room))
+            busy = _compiles(spec) and not done
+            out.append(done or (used + need <= GPU_SHARE * self.capacity and not (busy and compiling >= room)))
             used += need if out[-1] else 0
-            compiling += out[-1] and _compiles(spec)
+            compiling += out[-1] and busy
         return out
 
     def take(self, spec: dict) -> tuple[HeldChild | None, WarmChild | None]:
@@ -161,11 +166,11 @@ class Lookahead:
         between). Then top the spares up."""
         if specs is not None:
             specs = specs[: self.count]
-            fits = self._fits([running, *specs])
-            self.log.append({"process": running.get("run_name"), "guesses": [s.get("run_name") for s in specs],
-                             "warm_up": [s.get("run_name") for s, f in zip(specs, fits) if f]})
             old = {g.key: g for g in self.guesses if g.alive()}
             keys = [spec_key(spec) for spec in specs]
+            fits = self._fits([running, *specs], [k in old and old[k].warmed_up() for k in keys])
+            self.log.append({"process": running.get("run_name"), "guesses": [s.get("run_name") for s in specs],
+                             "warm_up": [s.get("run_name") for s, f in zip(specs, fits) if f]})
             for g in self.guesses:
                 if g.key not in keys or old.get(g.key) is not g:
                     g.close()

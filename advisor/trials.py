@@ -304,7 +304,12 @@ class _Ladder:
                 and not self.ctx.out_of_budget():
             self.say(f"trial {name}: {verdict[1]}; the reference has one run"
                      f"{'' if measured else ' and no noise of its own regime'}: timing it again")
-            again_ref, _, _ = self.process(f"{name}-reference", self.stack, profile=False)
+            # guessed beside what comes next: a confirmation round's first run, the same stack
+            # timed again (an H100 ladder compiled it on the critical path: 23.7 s)
+            nxt = guesses.likely_next(self, cand, name)
+            round1 = (f"{name}-confirm1-reference", self.stack, False)
+            again_ref, _, _ = self.process(f"{name}-reference", self.stack, profile=False,
+                                            guesses=guesses.unique([*nxt[:1], round1, *nxt[1:]]))
             if again_ref.get("status") == "complete":
                 self.ref_runs = [*self.ref_runs, again_ref]
                 self._pool(self.ref_runs)  # its pair now sets the noise of its regime

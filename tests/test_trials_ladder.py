@@ -270,12 +270,15 @@ def test_compile_runs_alone_when_its_riders_do_not_pay_and_they_are_not_tried_ag
     speeds = {(): [100.0], (PAIR,): [101.0], ("channels-last",): [99.5], (ride,): [104.0], (RO,): [70.0]}
     idle = {(PAIR,): 0.7, ("channels-last",): 0.7, (ride,): 0.6, (RO,): 0.1}
     result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
-                              environment={"gpu_count": 1}, baseline=base, rules=[_finding("amp", 5.0)], idle=idle)
+                              environment={"gpu_count": 1}, baseline=base, rules=[_finding("amp", 5.0)], idle=idle,
+                              lookahead=3)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-channels-last+amp", "02-channels-last",
                                      "03-torch-compile-reduce-overhead+channels-last+amp",
                                      "04-torch-compile-reduce-overhead"]
     assert _rec(result, "03-")["status"] == "rejected" and _rec(result, "04-")["status"] == "accepted"
     assert [c["name"] for c in result["stack"]] == ["torch-compile"]
+    # guessed while the rung with riders ran: compile alone, the riders not added back to it
+    assert calls[4][:3] in calls[3][3], calls[3][3]
 
 
 def test_no_retry_while_the_bottleneck_stays(tmp_path, monkeypatch):
@@ -498,6 +501,9 @@ def test_guesses_warm_up_on_the_gpu_only_where_memory_allows(tmp_path):
     ahead.note({"memory": {"max_reserved_bytes": 5 << 30, "capacity_bytes": 80 << 30}})
     assert ahead._fits([compiled, x2, x4c]) == [True, True]      # but x4 compiles beside x2 (6+11+21 GiB)
     assert ahead._fits([compiled, x2, x4c, compiled]) == [True, True, False]
+    # a guess that waits after its warm-up already compiles no more: the next may compile
+    assert ahead._fits([compiled, x2, compiled]) == [True, False]
+    assert ahead._fits([compiled, x2, compiled], [True, False]) == [True, True]
     # an H100 ladder: the eager fp32 stack's cudnn.benchmark search reserved 16.5 GiB; while
     # compile runs on it, x2 compiles beside it (17.5 + 34 GiB), x4 (+67) waits at its CUDA use
     ahead.note({"memory": {"max_reserved_bytes": int(16.5 * (1 << 30)), "capacity_bytes": 80 << 30}})
@@ -658,3 +664,39 @@ def test_a_fix_skipped_on_its_bound_is_guessed_beside_the_next_rung(tmp_path, mo
     assert names[:4] == ["00-baseline-repeat", "01-set-to-none", "02-tf32", "03-torch-compile-reduce-overhead"], names
     assert calls[1][3][0] == ("02-torch-compile-reduce-overhead", ("set-to-none", RO), True)  # the next rung
     assert calls[2][:3] in calls[1][3]  # and the bound one beside it
+
+
+def test_a_round_after_the_reference_was_timed_again_was_guessed_while_it_ran(tmp_path, monkeypatch):
+    """The kept stack's one run is timed again (its regime had no noise of its own), and the
+    pair spreads 10%: the +14% trial is still unsure, and a confirmation round follows. The
+    round's first run, the kept stack once more, was started ahead while the reference ran
+    (an H100 ladder compiled that process on the critical path: 23.7 s)."""
+    speeds = {(): [125.0], ("set-to-none",): [20.0, 22.0, 21.0], ("set-to-none", "channels-last"): [18.4, 18.6]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds,
+                              [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)], lookahead=3)
+    names = [c[0] for c in calls]
+    assert names[:6] == ["00-baseline-repeat", "01-set-to-none", "02-channels-last", "02-channels-last-reference",
+                         "02-channels-last-confirm1-reference", "02-channels-last-confirm1"], names
+    assert ("set-to-none",) == calls[4][1] and calls[4][1:3] in [g[1:] for g in calls[3][3]], calls[3][3]
+    # once: the kept stack timed again is one process, whatever it is called
+    assert [g[1:] for g in calls[3][3]].count((("set-to-none",), False)) == 1
+
+
+def test_a_fix_a_kept_fix_brings_back_was_guessed_while_that_fix_ran(tmp_path, monkeypatch):
+    """TF32 (here the stand-in for deferred syncs) is rejected; compile then makes the step
+    2.5x faster, and the rules ask for it again: it is retried (rungs.worth_retrying). That
+    retry was guessed while compile ran (an H100 ladder started it fresh: 25.6 s)."""
+    speeds = {(): [100.0], ("set-to-none",): [50.0], ("set-to-none", "tf32"): [50.2],
+              ("set-to-none", RO): [20.0], ("set-to-none", RO, "tf32"): [15.0]}
+
+    def rules(keys):
+        return [_finding("tf32", 5.0), _finding("torch-compile", 30.0)] if RO not in keys else [_finding("tf32", 5.0)]
+
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 10.0), _finding("tf32", 5.0),
+                                                              _finding("torch-compile", 30.0)],
+                              environment={"gpu_count": 1}, rules=rules, lookahead=3)
+    names = [c[0] for c in calls]
+    assert names == ["00-baseline-repeat", "01-set-to-none", "02-tf32", "03-torch-compile-reduce-overhead",
+                     "04-tf32"], names
+    assert "tried again after the stack changed" in _rec(result, "04-")["reason"]
+    assert calls[4][:3] in calls[3][3], calls[3][3]

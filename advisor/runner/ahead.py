@@ -55,6 +55,10 @@ class _StartedAhead:
     fifo: str
     paused = False
 
+    def warmed_up(self) -> bool:
+        """It waits before its last warm-up steps: CUDA, compile and CUDA graphs are done."""
+        return self.hold_at == "warmup" and self.alive() and self.at_hold()
+
     def _stoppable(self) -> bool:
         return self.proc.poll() is None
 
@@ -169,6 +173,10 @@ class HeldChild(_StartedAhead):
         if self.runaway:
             self.close()
         return self.held
+
+    def warmed_up(self) -> bool:
+        """It waits before its last warm-up steps: CUDA, compile and CUDA graphs are done."""
+        return self.hold_at == "warmup" and self.alive() and self.at_hold()
 
     def _stoppable(self) -> bool:
         """Not one that waits at the hold already (idle: nothing to stop)."""
