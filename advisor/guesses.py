@@ -8,7 +8,8 @@ the fix in: on H100 ladders, three of eleven trials a ladder were started fresh 
 were in (ADV118 fires only with workers), the bundle the new ranking put ahead of deferred
 syncs, and deferred syncs lifted over the floor by a faster step. So beyond the first rung of
 each branch, the guesses name what a kept fix's rules ask for next (a rule's AFTER) and the
-rungs the new ranking may put first.
+rungs the new ranking may put first, the rejected fixes a kept fix may bring back, and a
+fix the rules asked for once and may ask for again.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
             if kept:
                 later += [(trial_name(nxt, c), [*stack, c], True)
                           for c in [*follow_ups(ladder, cand, stack, p.tried, kept_names),
-                                    *alternatives(p, kept_names, args), *bound, *retries(ladder, kept_names)]]
+                                    *alternatives(p, kept_names, args), *bound, *retries(ladder, kept_names),
+                                    *dropped(ladder, p.tried, kept_names)]]
         else:
             # The queue spent: a fix skipped on its bound comes back if the rules ask again on
             # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
@@ -66,7 +68,8 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
             first += [(trial_name(nxt, c), [*stack, c], True) for c in bound] + \
                 [(apart.name(a), [*stack, a], True) for a in sizes[:2 - len(bound)]]
             if kept:
-                later += [(trial_name(nxt, c), [*stack, c], True) for c in retries(ladder, kept_names)]
+                later += [(trial_name(nxt, c), [*stack, c], True)
+                          for c in [*retries(ladder, kept_names), *dropped(ladder, p.tried, kept_names)]]
         if kept and len(ladder.ref_runs) == 1:
             first.append((f"{name}-reference", list(ladder.stack), False))
     return unique([*first, *later])
@@ -118,6 +121,15 @@ def retries(ladder, kept: set[str]) -> list[Candidate]:
     started fresh: 25.6 s); not those that ride with compile."""
     return [ladder.rejected[k] for k, at in ladder.slow.items() if k in ladder.rejected
             and ladder.rejected[k].name not in kept and not rungs.rides(ladder.rejected[k].name, at)]
+
+
+def dropped(ladder, tried: set[str], kept: set[str]) -> list[Candidate]:
+    """Fixes once queued that the rules did not ask for again on a kept stack's trace, never
+    tried: a finding near its threshold may fire again on the next one (deferred syncs on an
+    H100 ladder: asked for after AMP's trial, not after channels_last's, again after the small
+    safe fixes, and then started fresh: 17.5 s). The most recently dropped first."""
+    return [c for k, c in reversed(ladder.dropped.items()) if k not in tried and c.name not in kept
+            and c.name not in rungs.LAST][:1]
 
 
 def _riders(cand: Candidate) -> tuple:

@@ -127,6 +127,7 @@ class _Ladder:
         self.retried: set[str] = set()
         self.learned: set[str] = set()  # queued from a rejected trial's trace (_learn)
         self.bound: dict[str, Candidate] = {}  # skipped on their bound: the rules may ask again
+        self.dropped: dict[str, Candidate] = {}  # queued once, not asked for on the kept stack's trace
         self.n = 0
         self._rules: list | None = None
 
@@ -365,8 +366,13 @@ class _Ladder:
         waiting = {c.key for c in self.queue if c.name in rungs.LAST}
         if waiting and (now[1] is None or now[1] >= rungs.HOST_BOUND_IDLE):  # still host-bound:
             retry = {k for k in retry if not rungs.rides(self.rejected[k].name, self.slow[k])}  # they ride
+        before = {c.key: c for c in self.queue}
         self.queue = rungs.requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry,
                                    frozenset(self.learned | waiting))
+        # what the rules no longer ask for here may come back on the next trace (a finding
+        # near its threshold: deferred syncs on an H100 ladder): advisor.guesses names it
+        now_keys = {c.key for c in self.queue}
+        self.dropped = {k: c for k, c in {**self.dropped, **before}.items() if k not in now_keys and k not in self.tried}
         for c in self.queue:
             alt: Candidate | None = c
             while alt is not None:  # a fallback rejected as not faster is retried with its candidate

@@ -700,3 +700,22 @@ def test_a_fix_a_kept_fix_brings_back_was_guessed_while_that_fix_ran(tmp_path, m
                      "04-tf32"], names
     assert "tried again after the stack changed" in _rec(result, "04-")["reason"]
     assert calls[4][:3] in calls[3][3], calls[3][3]
+
+
+def test_a_fix_the_rules_stopped_asking_for_is_guessed_while_the_next_rung_runs(tmp_path, monkeypatch):
+    """A finding near its threshold flickers: TF32 is asked for on the baseline, not on the
+    trace of the first kept fix, and again on the next one's. While that next fix runs, TF32
+    is among the guesses (an H100 ladder started deferred syncs fresh so: 17.5 s)."""
+    speeds = {(): [100.0], ("set-to-none",): [50.0], ("set-to-none", "cudnn-benchmark"): [40.0],
+              ("set-to-none", "cudnn-benchmark", "tf32"): [30.0]}
+
+    def rules(keys):
+        if "cudnn-benchmark" in keys:
+            return [_finding("tf32", 5.0)] if "tf32" not in keys else []
+        return [_finding("cudnn-benchmark", 3.0)]
+
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 10.0), _finding("tf32", 5.0)],
+                              rules=rules, lookahead=3)
+    names = [c[0] for c in calls]
+    assert names == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark", "03-tf32"], names
+    assert calls[3][:3] in calls[2][3], calls[2][3]
