@@ -116,6 +116,8 @@ class Lookahead:
         self.capacity = 0
         self.warmed = 0  # guesses that went on into their warm-up
         self.log: list[dict] = []  # each process and the guesses made while it ran
+        self.running: dict | None = None  # the spec of the process running now
+        self.running_peak = 0  # what it reserved through its warm-up (its "measuring" record)
 
     def note(self, child: dict) -> None:
         """A finished run's peak reserved GPU memory, and the device's capacity. The last run's,
@@ -164,6 +166,7 @@ class Lookahead:
         before on one of these specs goes on as it is (advanced into its warm-up when it now
         fits), the others are dropped. None: keep the guesses there (a timing-only re-run comes
         between). Then top the spares up."""
+        self.running, self.running_peak = running, 0
         if specs is not None:
             specs = specs[: self.count]
             old = {g.key: g for g in self.guesses if g.alive()}
@@ -197,12 +200,32 @@ class Lookahead:
             self.spares.append(warm)
 
     def on_stage(self, stage: str, step: int = 0, info: dict | None = None) -> None:
-        """run_child's on_progress for the trial running now."""
+        """run_child's on_progress for the trial running now. Its "measuring" record carries
+        what it reserved through its warm-up: once its window is over, that is the estimate
+        the guesses are fitted with again, and those that fit now go on into their warm-up.
+        (An H100 ladder's compiled trial reserved 1.2 GiB where the eager stack before it had
+        reserved 16.5 GiB in its cudnn.benchmark search: the 4x batch, guessed beside it, could
+        not warm up, and compiled its graph on the critical path: 37.5 s.)"""
         if stage in PAUSE_AT:
             for p in [*self.guesses, *self.spares]:
                 p.pause()
+            self.running_peak = int((info or {}).get("reserved_bytes") or 0)
+            self.capacity = int((info or {}).get("capacity_bytes") or self.capacity or 0)
         elif stage in RESUME_AT:
             self.resume()
+            if self.running_peak and self.running is not None:
+                self.peak, self.running_peak = self.running_peak, 0
+                self._refit()
+
+    def _refit(self) -> None:
+        """Advance the guesses waiting at their first CUDA use that fit now."""
+        waiting = [g for g in self.guesses if g.alive()]
+        fits = self._fits([self.running, *(g.spec for g in waiting)], [g.warmed_up() for g in waiting])
+        for g, fit in zip(waiting, fits):
+            if fit and g.advance():
+                self.warmed += 1
+                if self.log:
+                    self.log[-1].setdefault("warm_up_later", []).append(g.spec.get("run_name"))
 
     def resume(self) -> None:
         for p in [*self.guesses, *self.spares]:

@@ -55,7 +55,9 @@ def main(run: str) -> int:
         for entry in la.get("log") or []:  # what was guessed while each process ran; * = ran next
             nxt = ran[ran.index(entry["process"]) + 1] if entry["process"] in ran[:-1] else None
             print(f"  while {entry['process']}: " + ", ".join(
-                f"{'*' if g == nxt else ''}{g}{' (warm-up)' if g in entry.get('warm_up', []) else ''}" for g in entry["guesses"]))
+                f"{'*' if g == nxt else ''}{g}{' (warm-up)' if g in entry.get('warm_up', []) else ''}"
+                f"{' (warm-up once its window was over)' if g in entry.get('warm_up_later', []) else ''}"
+                for g in entry["guesses"]))
     for kind, pick in (("started on a guess", True), ("started fresh", False)):
         starts = [t["startup_s"] for t in rows if t.get("startup_s") and bool(t.get("started_held")) == pick]
         if starts:  # where each process's first seconds go (seconds from its spawn, its go or its release)

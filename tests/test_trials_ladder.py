@@ -719,3 +719,71 @@ def test_a_fix_the_rules_stopped_asking_for_is_guessed_while_the_next_rung_runs(
     names = [c[0] for c in calls]
     assert names == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark", "03-tf32"], names
     assert calls[3][:3] in calls[2][3], calls[2][3]
+
+
+def test_guesses_are_fitted_again_with_what_the_running_trial_reserved_through_its_warm_up(tmp_path):
+    """The eager stack before compile reserved 16.5 GiB (its cudnn.benchmark search): while
+    compile runs, the 4x batch guessed beside it does not fit (4 x 16.5 GiB) and waits at its
+    CUDA use. Compile's "measuring" record says it reserved 1.2 GiB through its warm-up: once
+    its window is over, the 4x batch goes on into its warm-up (an H100 ladder compiled it on
+    the critical path: 37.5 s)."""
+    from advisor.lookahead import Lookahead
+
+    class Guess:
+        def __init__(self, spec, warm=False):
+            self.spec, self.hold_at, self.advanced, self.paused = spec, "warmup" if warm else "cuda", 0, False
+
+        def alive(self):
+            return True
+
+        def warmed_up(self):
+            return self.hold_at == "warmup"
+
+        def advance(self):
+            if self.hold_at != "cuda":
+                return False
+            self.hold_at, self.advanced = "warmup", self.advanced + 1
+            return True
+
+        def pause(self):
+            self.paused = True
+
+        def resume(self):
+            self.paused = False
+
+    gib = 1 << 30
+    compiled = [{"name": "torch-compile", "params": {"mode": "reduce-overhead"}}]
+    running = {"interventions": compiled, "run_name": "09-torch-compile"}
+    x2 = Guess({"interventions": [*compiled, {"name": "batch-size", "params": {"factor": 2}}]}, warm=True)
+    x4 = Guess({"interventions": [*compiled, {"name": "batch-size", "params": {"factor": 4}}], "run_name": "x4"})
+    ahead = Lookahead(tmp_path, 2, None, False)
+    ahead.note({"memory": {"max_reserved_bytes": int(16.5 * gib), "capacity_bytes": 80 * gib}})
+    ahead.running, ahead.guesses = running, [x2, x4]
+    assert ahead._fits([running, x2.spec, x4.spec], [True, False]) == [True, False]
+    ahead.on_stage("measuring", 5, {"reserved_bytes": int(1.2 * gib), "capacity_bytes": 80 * gib})
+    assert x4.paused and x4.advanced == 0  # nothing moves while the window is timed
+    ahead.on_stage("exporting", 30)
+    assert not x4.paused and x4.advanced == 1 and ahead.peak == int(1.2 * gib)
+    ahead.on_stage("done", 33)  # once
+    assert x4.advanced == 1
+    # a trial that reserved nothing through its warm-up (no CUDA yet) changes no estimate
+    ahead.note({"memory": {"max_reserved_bytes": int(16.5 * gib), "capacity_bytes": 80 * gib}})
+    ahead.on_stage("measuring", 5, {})
+    ahead.on_stage("exporting", 30)
+    assert ahead.peak == int(16.5 * gib)
+
+
+def test_a_rider_that_comes_back_alone_was_guessed_too(tmp_path, monkeypatch):
+    """AMP was rejected on a host-bound step (it would ride with compile); TF32 then makes the
+    step 2x faster and the GPU busy (idle 20%): AMP is retried alone before compile. That
+    process was guessed while TF32 ran (an H100 ladder started it fresh: 15.6 s)."""
+    amp = "amp(dtype=bfloat16)"
+    speeds = {(): [100.0], (amp,): [101.0], ("tf32",): [50.0], ("tf32", amp): [40.0],
+              ("tf32", amp, RO): [20.0]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("tf32", 2.0),
+                                                            _finding("torch-compile", 1.0)],
+                              environment={"gpu_count": 1}, rules=[_finding("amp", 5.0), _finding("torch-compile", 1.0)],
+                              idle={(amp,): 0.7, ("tf32",): 0.2, ("tf32", amp): 0.1}, lookahead=4)
+    names = [c[0] for c in calls]
+    assert names[:4] == ["00-baseline-repeat", "01-amp", "02-tf32", "03-amp"], names
+    assert calls[3][:3] in calls[2][3], calls[2][3]

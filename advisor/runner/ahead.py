@@ -143,6 +143,7 @@ class HeldChild(_StartedAhead):
     def __init__(self, spec: dict, where: str, warm: WarmChild | None = None, stdout_to_stderr: bool = False,
                  hold_at: str = "cuda"):
         self.key = spec_key(spec)
+        self.spec = spec
         self.where = where
         self.hold_at = hold_at  # "cuda": at its first CUDA use; "warmup": before its last warm-up steps
         self.fifo_dir, fifo = _fifo()

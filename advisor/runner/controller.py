@@ -17,6 +17,7 @@ from time import perf_counter
 
 import torch
 
+from advisor.runner import environment
 from advisor.runner._util import flush_std, one_line_exception, write_json_atomic
 from advisor.runner.profiling import Profiling
 from advisor.runner.ranges import Ranges
@@ -329,7 +330,12 @@ class Controller(Profiling):
         if self.observer is not None:
             self.observer.snapshot_backends()
         self.save()
-        self.progress("measuring", self.steps_seen)
+        # its warm-up's peak (compile, cudnn.benchmark's search): what the guesses started
+        # beside it may count on (advisor.lookahead.Lookahead.on_stage)
+        mem = environment.memory()
+        self.progress("measuring", self.steps_seen, **({"reserved_bytes": mem["max_reserved_bytes"],
+                                                      "capacity_bytes": mem["capacity_bytes"]}
+                                                     if mem["max_reserved_bytes"] else {}))
         quiet = float(self.spec.get("quiet_s") or 0.0)
         if quiet > 0:
             # Processes started ahead are stopped when advisor reads "measuring": let what
