@@ -32,8 +32,9 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
     repeat), as (name, stack, profiled), most likely first: the next rung on the stack with
     cand kept (once the queue is spent: a fix skipped on its bound, the batch sizes); the kept
     stack timed again, when its one run could decide the verdict (_Ladder._confirm); the next
-    rung on the stack without cand; then what the rules ask for once cand is in (follow_ups)
-    and the rungs a new ranking of the queue may put first (alternatives)."""
+    rung on the stack without cand; then what the rules ask for once cand is in (follow_ups),
+    the rungs a new ranking of the queue may put first (alternatives), the fixes the kept one
+    may bring back (retries, dropped), and the process after next (two_ahead)."""
     if not ladder.ctx.ahead.count:
         return []
     first: list[tuple[str, list[Candidate], bool]] = []
@@ -60,6 +61,7 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
                           for c in [*follow_ups(ladder, cand, stack, p.tried, kept_names),
                                     *alternatives(p, kept_names, args), *bound, *retries(ladder, kept_names),
                                     *dropped(ladder, p.tried, kept_names)]]
+                later += two_ahead(ladder, [*stack, p.rung], p, kept_names, args)
         else:
             # The queue spent: a fix skipped on its bound comes back if the rules ask again on
             # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
@@ -73,6 +75,20 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
         if kept and len(ladder.ref_runs) == 1:
             first.append((f"{name}-reference", list(ladder.stack), False))
     return unique([*first, *later])
+
+
+def two_ahead(ladder, stack: list[Candidate], p: rungs.Pick, kept: set[str], args: dict) -> list:
+    """The process after next where this fix and the next rung are both kept (`stack` holds
+    them): a process's start-up (the script's data, a preloaded dataset, cudnn.benchmark's
+    search or a compile: 15-30 s on an H100 host) is longer than most trials run (4-8 s once
+    started ahead), so a guess made one trial ahead is often still starting when its turn
+    comes. The batch size once the queue is spent there."""
+    q = rungs.pick(p.queue, p.tried, kept | {x.name for x in p.rung.parts}, **args)
+    n = ladder.n + 2
+    if q.rung is not None:
+        return [(trial_name(n, q.rung), [*stack, q.rung], True)]
+    sizes = sorted([*ladder.result["apart"], *p.apart, *q.apart], key=lambda c: c.params.get("factor") or 0)
+    return [(apart.name(a), [*stack, a], True) for a in sizes[:1]]
 
 
 def unique(gs: list[tuple[str, list[Candidate], bool]]) -> list[tuple[str, list[Candidate], bool]]:

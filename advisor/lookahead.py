@@ -57,13 +57,14 @@ def uses_cuda_first(baseline: dict) -> bool:
 
 
 def host_count(asked: int | None = None) -> int:
-    """Guesses a trial: `asked` (--lookahead), else four on a host with 16 cores or more, three
-    with 12, two with 8, one with 4, none below. (Each one past the two branches' next rungs
-    and the reference's re-run covers what the rules may ask for on the new trace.)"""
+    """Guesses a trial: `asked` (--lookahead), else five on a host with 16 cores or more, three
+    with 12, two with 8, one with 4, none below. (Past the two branches' next rungs and the
+    reference's re-run, they cover what the rules may ask for on the new trace, and the
+    process after next: advisor.guesses.)"""
     if asked is not None:
         return max(0, asked)
     cpus = os.cpu_count() or 1
-    return 4 if cpus >= 16 else 3 if cpus >= 12 else 2 if cpus >= 8 else 1 if cpus >= 4 else 0
+    return 5 if cpus >= 16 else 3 if cpus >= 12 else 2 if cpus >= 8 else 1 if cpus >= 4 else 0
 
 
 def quiet_s(asked: int | None = None) -> float:

@@ -459,10 +459,12 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatc
     for before, now in zip(calls, calls[1:]):
         assert now[:3] in before[3], (now[:3], before[3])
     # both branches: the pair kept, the bundle on top; the pair rejected, channels_last alone;
-    # then the rung a new ranking of the queue may put first on the kept pair (advisor.guesses)
+    # then the rung a new ranking of the queue may put first on the kept pair, and the
+    # process after next where the pair and the bundle are both kept (advisor.guesses)
     assert calls[1][3] == [("02-set-to-none+cudnn-benchmark", (PAIR, "set-to-none + cudnn-benchmark"), True),
                            ("02-channels-last", ("channels-last",), True),
-                           ("02-torch-compile-reduce-overhead", (PAIR, RO), True)]
+                           ("02-torch-compile-reduce-overhead", (PAIR, RO), True),
+                           ("03-torch-compile-reduce-overhead", (PAIR, "set-to-none + cudnn-benchmark", RO), True)]
     # the pair's one run is the reference: the kept stack timed again is the other likely process
     assert ("02-set-to-none+cudnn-benchmark-reference", (PAIR,), False) in calls[2][3]
     assert calls[-1][3] == []  # nothing after the last batch size
@@ -787,3 +789,21 @@ def test_a_rider_that_comes_back_alone_was_guessed_too(tmp_path, monkeypatch):
     names = [c[0] for c in calls]
     assert names[:4] == ["00-baseline-repeat", "01-amp", "02-tf32", "03-amp"], names
     assert calls[3][:3] in calls[2][3], calls[2][3]
+
+
+def test_the_process_after_next_is_guessed_on_the_path_where_both_are_kept(tmp_path, monkeypatch):
+    """A process's start-up (15-30 s on an H100 host) is longer than most trials run once
+    started ahead (4-8 s): while a fix runs, the rung after next (this fix and the next both
+    kept) is started too, and so is the batch size once the queue would be spent there."""
+    speeds = {(): [100.0], ("set-to-none",): [50.0], ("set-to-none", "tf32"): [40.0],
+              ("set-to-none", "tf32", RO): [20.0], ("set-to-none", "tf32", RO, "batch-size(factor=2)"): [35.0],
+              ("set-to-none", "tf32", RO, "batch-size(factor=4)"): [70.0]}
+    base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}}
+    findings = [_finding("set-to-none", 10.0), _finding("tf32", 5.0), _finding("torch-compile", 1.0),
+                _finding("batch-size", 0.1)]
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment={"gpu_count": 1},
+                              baseline=base, lookahead=5)
+    names = [c[0] for c in calls]
+    assert names[:4] == ["00-baseline-repeat", "01-set-to-none", "02-tf32", "03-torch-compile-reduce-overhead"], names
+    assert calls[3][:3] in calls[1][3], calls[1][3]   # compile, two ahead, while set-to-none ran
+    assert ("apart-batch-size-x2", ("set-to-none", "tf32", RO, "batch-size(factor=2)"), True) in calls[2][3]
