@@ -45,8 +45,8 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
             stack.append(cand)  # a group's value is kept once the group's last one has run
         if not kept and cand is not None and cand.fallback and "rejected" in cand.fallback_when:
             queue.insert(0, cand.fallback)
-        kept_names = ladder._kept(stack)
-        args = ladder._pick_args(_riders(cand) if not kept and cand is not None else ())
+        kept_names = ladder.kept_names(stack)
+        args = ladder.pick_args(_riders(cand) if not kept and cand is not None else ())
         if not kept and cand is not None and any(p.name in rungs.LAST for p in cand.parts):
             # riders rejected with compile do not ride again: compile alone is the fallback
             args["riders"] = tuple(r for r in args["riders"] if r.key not in {p.key for p in cand.parts})

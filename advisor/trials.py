@@ -165,7 +165,7 @@ class _Ladder:
 
     def _pick(self) -> Candidate | None:
         """The next rung (rungs.pick), its skipped fixes recorded and its notes said."""
-        p = rungs.pick(self.queue, self.tried, self._kept(), **self._pick_args())
+        p = rungs.pick(self.queue, self.tried, self.kept_names(), **self.pick_args())
         self.queue, self.tried = p.queue, p.tried
         self.result["apart"] += p.apart
         for cand, why in p.skipped:
@@ -176,7 +176,7 @@ class _Ladder:
             self.say(line)
         return p.rung
 
-    def _pick_args(self, riders: tuple = ()) -> dict:
+    def pick_args(self, riders: tuple = ()) -> dict:
         return dict(config=self.ref_config, environment=self.ctx.environment, only=self.ctx.only,
                     retried=frozenset(self.retried), slow=frozenset(self.slow), apart=frozenset(apart.NAMES),
                     floor_ms=self._floor_ms(), riders=(*self._riders(), *riders))
@@ -195,7 +195,7 @@ class _Ladder:
         return [self.rejected[k] for k, at in self.slow.items()
                 if k in self.tried and rungs.rides(self.rejected[k].name, at)]
 
-    def _kept(self, stack: list[Candidate] | None = None) -> set[str]:
+    def kept_names(self, stack: list[Candidate] | None = None) -> set[str]:
         return {a["name"] for a in self.ctx.applied} | {p.name for c in (self.stack if stack is None else stack)
                                                          for p in c.parts}
 

@@ -55,10 +55,6 @@ class _StartedAhead:
     fifo: str
     paused = False
 
-    def warmed_up(self) -> bool:
-        """It waits before its last warm-up steps: CUDA, compile and CUDA graphs are done."""
-        return self.hold_at == "warmup" and self.alive() and self.at_hold()
-
     def _stoppable(self) -> bool:
         return self.proc.poll() is None
 
