@@ -177,9 +177,12 @@ class _Ladder:
         return p.rung
 
     def pick_args(self, riders: tuple = ()) -> dict:
+        """rungs.pick's arguments; riders: more fixes to ride with compile, each once (a guess
+        on a pair just rejected would add channels_last twice, rejected alone before too)."""
+        each = {r.key: r for r in (*self._riders(), *riders)}
         return dict(config=self.ref_config, environment=self.ctx.environment, only=self.ctx.only,
                     retried=frozenset(self.retried), slow=frozenset(self.slow), apart=frozenset(apart.NAMES),
-                    floor_ms=self._floor_ms(), riders=(*self._riders(), *riders))
+                    floor_ms=self._floor_ms(), riders=tuple(each.values()))
 
     def _floor_ms(self) -> float:
         """The least gain confirmation rounds could still accept: at the noise of the

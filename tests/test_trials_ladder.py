@@ -279,6 +279,9 @@ def test_compile_runs_alone_when_its_riders_do_not_pay_and_they_are_not_tried_ag
     assert [c["name"] for c in result["stack"]] == ["torch-compile"]
     # guessed while the rung with riders ran: compile alone, the riders not added back to it
     assert calls[4][:3] in calls[3][3], calls[3][3]
+    # while channels_last ran (the pair rejected before it), compile's rung on the branch where
+    # it is rejected too carries each rider once
+    assert ("03-torch-compile-reduce-overhead+channels-last+amp", (ride,), True) in calls[2][3], calls[2][3]
 
 
 def test_no_retry_while_the_bottleneck_stays(tmp_path, monkeypatch):
