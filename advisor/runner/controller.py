@@ -330,12 +330,8 @@ class Controller(Profiling):
         if self.observer is not None:
             self.observer.snapshot_backends()
         self.save()
-        # its warm-up's peak (compile, cudnn.benchmark's search): what the guesses started
-        # beside it may count on (advisor.lookahead.Lookahead.on_stage)
-        mem = environment.memory()
-        self.progress("measuring", self.steps_seen, **({"reserved_bytes": mem["max_reserved_bytes"],
-                                                      "capacity_bytes": mem["capacity_bytes"]}
-                                                     if mem["max_reserved_bytes"] else {}))
+        # with its warm-up's peak: what guesses beside it may count on (Lookahead.on_stage)
+        self.progress("measuring", self.steps_seen, **environment.reserved_so_far())
         quiet = float(self.spec.get("quiet_s") or 0.0)
         if quiet > 0:
             # Processes started ahead are stopped when advisor reads "measuring": let what

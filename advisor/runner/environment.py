@@ -98,3 +98,12 @@ def memory() -> dict:
     except Exception:
         pass
     return mem
+
+
+def reserved_so_far() -> dict:
+    """{reserved_bytes, capacity_bytes}: the most this process reserved on its device so far
+    (a warm-up's compile and cudnn.benchmark search included); {} before CUDA is up."""
+    mem = memory()
+    if not mem["max_reserved_bytes"]:
+        return {}
+    return {"reserved_bytes": mem["max_reserved_bytes"], "capacity_bytes": mem["capacity_bytes"]}
