@@ -38,6 +38,7 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
     if not ladder.ctx.ahead.count:
         return []
     first: list[tuple[str, list[Candidate], bool]] = []
+    soon: list[tuple[str, list[Candidate], bool]] = []
     later: list[tuple[str, list[Candidate], bool]] = []
     for kept in ((True, False) if cand is not None else (False,)):
         stack, queue = list(ladder.stack), list(ladder.queue)
@@ -47,7 +48,7 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
             queue.insert(0, cand.fallback)
         kept_names = ladder.kept_names(stack)
         args = ladder.pick_args(_riders(cand) if not kept and cand is not None else ())
-        if not kept and cand is not None and any(p.name in rungs.LAST for p in cand.parts):
+        if not kept and cand is not None and _compiles(cand):
             # riders rejected with compile do not ride again: compile alone is the fallback
             args["riders"] = tuple(r for r in args["riders"] if r.key not in {p.key for p in cand.parts})
         p = rungs.pick(queue, ladder.tried, kept_names, **args)
@@ -61,7 +62,10 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
                           for c in [*follow_ups(ladder, cand, stack, p.tried, kept_names),
                                     *alternatives(p, kept_names, args), *bound, *retries(ladder, kept_names),
                                     *dropped(ladder, p.tried, kept_names)]]
-                later += two_ahead(ladder, [*stack, p.rung], p, kept_names, args)
+                deeper = two_ahead(ladder, [*stack, p.rung], p, kept_names, args)
+                # compile's start-up is the longest (its graph: 20-30 s on an H100, against 4-8 s
+                # for the trial before it): its guess two ahead comes before the others' rest
+                (soon if any(_compiles(g[1][-1]) for g in deeper) else later).extend(deeper)
         else:
             # The queue spent: a fix skipped on its bound comes back if the rules ask again on
             # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
@@ -74,7 +78,7 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
                           for c in [*retries(ladder, kept_names), *dropped(ladder, p.tried, kept_names)]]
         if kept and len(ladder.ref_runs) == 1:
             first.append((f"{name}-reference", list(ladder.stack), False))
-    return unique([*first, *later])
+    return unique([*first, *soon, *later])
 
 
 def two_ahead(ladder, stack: list[Candidate], p: rungs.Pick, kept: set[str], args: dict) -> list:
@@ -148,6 +152,10 @@ def dropped(ladder, tried: set[str], kept: set[str]) -> list[Candidate]:
     safe fixes, and then started fresh: 17.5 s). The most recently dropped first."""
     return [c for k, c in reversed(ladder.dropped.items()) if k not in tried and c.name not in kept
             and c.name not in rungs.LAST][:1]
+
+
+def _compiles(cand: Candidate) -> bool:
+    return any(p.name in rungs.LAST for p in cand.parts)
 
 
 def _riders(cand: Candidate) -> tuple:

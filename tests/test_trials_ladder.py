@@ -462,12 +462,12 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatc
     for before, now in zip(calls, calls[1:]):
         assert now[:3] in before[3], (now[:3], before[3])
     # both branches: the pair kept, the bundle on top; the pair rejected, channels_last alone;
-    # then the rung a new ranking of the queue may put first on the kept pair, and the
-    # process after next where the pair and the bundle are both kept (advisor.guesses)
+    # then the process after next where the pair and the bundle are both kept (compile: the
+    # longest start-up), and the rung a new ranking of the queue may put first on the kept pair
     assert calls[1][3] == [("02-set-to-none+cudnn-benchmark", (PAIR, "set-to-none + cudnn-benchmark"), True),
                            ("02-channels-last", ("channels-last",), True),
-                           ("02-torch-compile-reduce-overhead", (PAIR, RO), True),
-                           ("03-torch-compile-reduce-overhead", (PAIR, "set-to-none + cudnn-benchmark", RO), True)]
+                           ("03-torch-compile-reduce-overhead", (PAIR, "set-to-none + cudnn-benchmark", RO), True),
+                           ("02-torch-compile-reduce-overhead", (PAIR, RO), True)]
     # the pair's one run is the reference: the kept stack timed again is the other likely process
     assert ("02-set-to-none+cudnn-benchmark-reference", (PAIR,), False) in calls[2][3]
     assert calls[-1][3] == []  # nothing after the last batch size
@@ -809,4 +809,6 @@ def test_the_process_after_next_is_guessed_on_the_path_where_both_are_kept(tmp_p
     names = [c[0] for c in calls]
     assert names[:4] == ["00-baseline-repeat", "01-set-to-none", "02-tf32", "03-torch-compile-reduce-overhead"], names
     assert calls[3][:3] in calls[1][3], calls[1][3]   # compile, two ahead, while set-to-none ran
+    # and before the guesses past the two branches (compile's start-up is the longest)
+    assert calls[1][3].index(calls[3][:3]) == 2, calls[1][3]
     assert ("apart-batch-size-x2", ("set-to-none", "tf32", RO, "batch-size(factor=2)"), True) in calls[2][3]
