@@ -54,6 +54,37 @@ def test_autocast_and_channels_last_still_apply_under_compile(capfd, tmp_path):
     assert _observed(capfd, tmp_path, [compiled, AMP, CL]) == {("torch.bfloat16", "True")}
 
 
+FIRST_CALL = """
+    import torch
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    loss_fn = torch.nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(4, 8), torch.tensor([0, 1, 0, 1])
+    for i in range(10000):
+        out = model(x)
+        if i < 2:
+            restored = torch.nn.Module.__call__ is torch.nn.Module._wrapped_call_impl
+            print("grad_fn", i, type(out.grad_fn).__name__, restored, flush=True)
+        loss_fn(out, y).backward()
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+def test_the_model_runs_compiled_from_its_first_call(capfd, tmp_path):
+    """The trial compiles the model before its first call, as the edited script does: no eager
+    first step beside the compile (on an H100 that step, with its own cudnn.benchmark search,
+    cost 18-21 s of each compiled trial's warm-up). The loss module is not compiled."""
+    script = write(tmp_path / "train.py", FIRST_CALL)
+    res, out, err, _ = run_advised(capfd, script, ["train.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
+                                   warmup_steps=3, profile_steps=0, measure_steps=3, measure_min_s=0,
+                                   interventions=[{"name": "torch-compile", "params": {"mode": "default"}}])
+    assert res["status"] == "complete", (res["incomplete_reasons"], err[-2000:])
+    firsts = [line.split()[1:] for line in out.splitlines() if line.startswith("grad_fn ")]
+    # compiled from the first call; Module.__call__ is torch's own again once the model is found
+    assert firsts == [["0", "CompiledFunctionBackward", "True"], ["1", "CompiledFunctionBackward", "True"]], firsts
+
+
 def test_dataset_transform_modules_are_the_data_pipeline_not_the_model(capfd, tmp_path):
     """torchvision transforms are nn.Modules; with num_workers=0 they run in the main process,
     inside DataLoader.__next__. The batch size, the model's observed input and the fixes are
