@@ -47,10 +47,10 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
         if not kept and cand is not None and cand.fallback and "rejected" in cand.fallback_when:
             queue.insert(0, cand.fallback)
         kept_names = ladder.kept_names(stack)
-        args = ladder.pick_args(_riders(cand) if not kept and cand is not None else ())
-        if not kept and cand is not None and _compiles(cand):
-            # riders rejected with compile do not ride again: compile alone is the fallback
-            args["riders"] = tuple(r for r in args["riders"] if r.key not in {p.key for p in cand.parts})
+        rode = {p.key for p in rungs.riders_of(cand)} if not kept and cand is not None else set()
+        args = ladder.pick_args(_riders(cand) if not kept and cand is not None and not rode else ())
+        if rode:  # riders rejected with compile do not ride again: compile alone is the fallback
+            args["riders"] = tuple(r for r in args["riders"] if r.key not in rode)
         p = rungs.pick(queue, ladder.tried, kept_names, **args)
         nxt = ladder.n + 1
         bound = [c for c in [*(c for c, _ in p.skipped), *ladder.bound.values()] if c.gain_is_upper_bound
@@ -65,7 +65,7 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
                 deeper = two_ahead(ladder, [*stack, p.rung], p, kept_names, args)
                 # compile's start-up is the longest (its graph: 20-30 s on an H100, against 4-8 s
                 # for the trial before it): its guess two ahead comes before the others' rest
-                (soon if any(_compiles(g[1][-1]) for g in deeper) else later).extend(deeper)
+                (soon if any(rungs.compiles(g[1][-1]) for g in deeper) else later).extend(deeper)
         else:
             # The queue spent: a fix skipped on its bound comes back if the rules ask again on
             # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
@@ -152,10 +152,6 @@ def dropped(ladder, tried: set[str], kept: set[str]) -> list[Candidate]:
     safe fixes, and then started fresh: 17.5 s). The most recently dropped first."""
     return [c for k, c in reversed(ladder.dropped.items()) if k not in tried and c.name not in kept
             and c.name not in rungs.LAST][:1]
-
-
-def _compiles(cand: Candidate) -> bool:
-    return any(p.name in rungs.LAST for p in cand.parts)
 
 
 def _riders(cand: Candidate) -> tuple:

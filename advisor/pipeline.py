@@ -136,8 +136,10 @@ def merge_child_results(analysis: dict | None, child: dict) -> None:
 
 
 def run_findings(model, analysis: dict | None, config: dict, environment: dict, rules_dirs: list[str],
-                 extra_models: list | None = None, extra_analyses: list | None = None) -> tuple[list, list]:
-    """Run the rule catalogue; returns (findings, skipped). Missing engine → nothing."""
+                 extra_models: list | None = None, extra_analyses: list | None = None,
+                 rules: list | None = None) -> tuple[list, list]:
+    """Run the rule catalogue (`rules` when loaded already, else the built-in one and
+    `rules_dirs`); returns (findings, skipped). Missing engine → nothing."""
     if model is None or analysis is None:
         return [], []
     try:
@@ -145,7 +147,7 @@ def run_findings(model, analysis: dict | None, config: dict, environment: dict, 
     except ImportError:  # the rule engine is optional while it is being built
         return [], []
     return run_rules(model, analysis, config=config, environment=environment, extra_dirs=rules_dirs,
-                     extra_models=extra_models, extra_analyses=extra_analyses)
+                     extra_models=extra_models, extra_analyses=extra_analyses, rules=rules)
 
 
 def build_run_document(spec: dict, child: dict, analysis: dict | None, findings: list,

@@ -137,6 +137,16 @@ def with_partner(cand: Candidate, queue: list[Candidate], config: dict, done: se
     return pair
 
 
+def compiles(cand: Candidate) -> bool:
+    """The rung applies torch.compile (LAST), alone or with riders."""
+    return any(p.name in LAST for p in cand.parts)
+
+
+def riders_of(cand: Candidate) -> list[Candidate]:
+    """The fixes that rode with compile in this rung (none when it is not compile's)."""
+    return [p for p in cand.parts if p.name not in LAST] if compiles(cand) else []
+
+
 def goes_last(cand: Candidate, queue: list[Candidate], done: set[str], apart: set[str]) -> bool:
     """Whether cand (LAST) should wait behind another fix still to try in the queue."""
     return cand.name in LAST and any(
@@ -157,15 +167,18 @@ def module_for(cand: Candidate):
     )
 
 
-def requeue(queue, child, analysis, model, ctx, tried, keep: frozenset = frozenset()) -> list[Candidate]:
-    """Re-run the rules on the new stack's trace: the queue becomes what they propose now,
-    by gain. A fix whose finding no longer fires has nothing left to fix (pinned copies once
-    the data lives on the GPU) and is dropped; --fix names stay queued, and so do the keys in
-    `keep` (found in the trace of a fix that was not kept: what they fix shows only with it)."""
+def requeue(queue, child, analysis, model, ctx, tried, keep: frozenset = frozenset(),
+            rules: list | None = None) -> list[Candidate]:
+    """Re-run the rules (`rules`: the catalogue loaded already, else loaded here) on the new
+    stack's trace: the queue becomes what they propose now, by gain. A fix whose finding no
+    longer fires has nothing left to fix (pinned copies once the data lives on the GPU) and is
+    dropped; --fix names stay queued, and so do the keys in `keep` (found in the trace of a fix
+    that was not kept: what they fix shows only with it)."""
     if analysis is None or model is None:
         return queue
     findings, _ = pipeline.run_findings(model, analysis, child.get("config") or {},
-                                        child.get("environment") or ctx.environment, ctx.opts.rules_dirs)
+                                        child.get("environment") or ctx.environment, ctx.opts.rules_dirs,
+                                        rules=rules)
     fresh = {c.key: c for c in candidates_from_findings(findings, ctx.environment, None) if c.key not in tried}
     named = [q for q in queue if (ctx.only and q.name in ctx.only or q.key in keep) and q.key not in fresh]
     kept = [c for c in fresh.values() if ctx.only is None or c.name in ctx.only]

@@ -132,7 +132,8 @@ class _Ladder:
         self._rules: list | None = None
 
     def rules(self) -> list:
-        """The rule catalogue the requeue runs (--rules directories too), loaded once."""
+        """The rule catalogue (--rules directories too), loaded once for the ladder: the requeue
+        after each trial runs it, and the guesses read its AFTER."""
         if self._rules is None:
             self._rules = engine.load_rules(self.ctx.opts.rules_dirs)
         return self._rules
@@ -252,8 +253,7 @@ class _Ladder:
                 self._commit(cand, runs, analysis, model)
             else:
                 self._compete(cand, runs, analysis, model, rec, used)
-        riders = [p for p in cand.parts if p.name not in rungs.LAST] if len(cand.parts) > 1 \
-            and any(p.name in rungs.LAST for p in cand.parts) else []
+        riders = rungs.riders_of(cand)
         if rec["status"] in ("rejected", "failed"):
             for part in riders:  # they rode with compile: that was their retry (a crash with it too)
                 self.slow.pop(part.key, None)
@@ -285,7 +285,8 @@ class _Ladder:
         What the rules find in the rejected trial's trace joins the queue; the rejected fix
         is retried once the bottleneck has moved (_commit, rungs.worth_retrying)."""
         queued = {q.key for q in self.queue} | {c.key for c in self.stack}
-        found = [c for c in rungs.requeue([], child, analysis, model, self.ctx, self.tried) if c.key not in queued]
+        found = [c for c in rungs.requeue([], child, analysis, model, self.ctx, self.tried, rules=self.rules())
+                 if c.key not in queued]
         if found:
             self.say(f"trial {name}'s trace points at {', '.join(sorted({c.name for c in found}))}: queued")
             self.queue = sorted(self.queue + found, key=lambda c: -(c.est_gain_ms or 0.0))
@@ -371,7 +372,7 @@ class _Ladder:
             retry = {k for k in retry if not rungs.rides(self.rejected[k].name, self.slow[k])}  # they ride
         before = {c.key: c for c in self.queue}
         self.queue = rungs.requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry,
-                                   frozenset(self.learned | waiting))
+                                   frozenset(self.learned | waiting), self.rules())
         # what the rules no longer ask for here may come back on the next trace (a finding
         # near its threshold: deferred syncs on an H100 ladder): advisor.guesses names it
         now_keys = {c.key for c in self.queue}

@@ -194,13 +194,10 @@ class Hooks(CopyHooks):
             if c.cur_loss is None and isinstance(loss, torch.Tensor):
                 c.cur_loss = hooks._loss_of(loss)
             hooks._in_backward = True
-            tok = c.ranges.push("advisor::backward") if hooks._ranges_on() else None
             try:
-                return fn(*a, **k)
+                return hooks._ranged("advisor::backward", fn, *a, **k)
             finally:
                 hooks._in_backward = False
-                if tok is not None:
-                    c.ranges.pop(tok)
 
         @functools.wraps(orig_tb)
         def backward(self, *a, **k):
