@@ -6,11 +6,14 @@ but without advisor's runner (no hooks, no profiler): which side sets the pace?
 FIXES is `--apply` syntax (e.g. `amp,channels-last`) or `-` for none. A CUDA event is
 recorded after every optimizer step; per step it prints the host's wall time between two
 steps and the GPU's time between their events (GPU work plus any idle the host left). The
-first 30 steps are left out (compilation, autotuning).
+first 30 steps are left out (compilation, autotuning). WINDOWS="24,72" also prints, for
+each window length, the mean step time of every whole window of that many consecutive steps
+(non-overlapping): how much a figure timed over one window moves within one process.
 """
 
 from __future__ import annotations
 
+import os
 import runpy
 import statistics as st
 import sys
@@ -51,6 +54,12 @@ def main() -> None:
     q = sorted(g)
     print(f"PROBE {fixes}: {len(h)} steps; host mean {st.mean(h):.3f} median {st.median(h):.3f} ms; "
           f"GPU mean {st.mean(g):.3f} median {st.median(g):.3f} p10 {q[len(q) // 10]:.3f} ms", flush=True)
+    for n in [int(x) for x in os.environ.get("WINDOWS", "").split(",") if x]:
+        means = [st.mean(h[i:i + n]) for i in range(0, len(h) - n + 1, n)]
+        if means:
+            spread = (max(means) - min(means)) / st.mean(means) * 100
+            print(f"PROBE windows of {n}: " + " ".join(f"{m:.2f}" for m in means)
+                  + f" ms; spread {spread:.1f}%", flush=True)
 
 
 if __name__ == "__main__":

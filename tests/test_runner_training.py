@@ -87,6 +87,27 @@ def test_training_loop(tmp_path, capfd):
     assert json.load(open(os.path.join(run_dir, "spec.json")))["argv"] == ["train.py", "--lr", "1"]
 
 
+def test_losses_are_read_back_in_one_copy_without_item(monkeypatch):
+    """The runner reads its recorded losses with one host copy a device, never through
+    Tensor.item: the .item() calls it times in a window are the script's only (an H100 window
+    of 240 steps booked 241 of the runner's own reads as the script's waits)."""
+    import torch
+
+    from advisor.runner.losses import read_losses
+
+    def forbidden(self):
+        raise AssertionError("the runner read a loss through Tensor.item")
+
+    refs = [torch.tensor(0.5), None, 1.25, torch.tensor([2.0], dtype=torch.bfloat16),
+            torch.tensor(3.0, requires_grad=True) * 1, torch.tensor(float("nan"))]
+    monkeypatch.setattr(torch.Tensor, "item", forbidden)
+    read_losses(refs)
+    assert refs[:5] == [0.5, None, 1.25, 2.0, 3.0] and math.isnan(refs[5])
+    assert all(not isinstance(v, torch.Tensor) for v in refs)
+    read_losses(refs)  # read already: left as they are
+    assert refs[:5] == [0.5, None, 1.25, 2.0, 3.0]
+
+
 def test_advisor_step_without_optimizer(tmp_path, capfd):
     script = write(tmp_path / "manual.py", """
         import torch, advisor

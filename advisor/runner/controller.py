@@ -15,10 +15,9 @@ import threading
 import time
 from time import perf_counter
 
-import torch
-
 from advisor.runner import environment
 from advisor.runner._util import flush_std, one_line_exception, write_json_atomic
+from advisor.runner.losses import read_losses
 from advisor.runner.profiling import Profiling
 from advisor.runner.ranges import Ranges
 from advisor.runner.window import Window, settle_steps
@@ -141,16 +140,9 @@ class Controller(Profiling):
         self.note(f"advisor internal error in {where}: {one_line_exception(exc)}")
 
     def _losses(self) -> list:
-        out = []
-        for i, v in enumerate(self._loss_refs):
-            if isinstance(v, torch.Tensor):
-                try:
-                    v = float(v.float().item()) if v.numel() == 1 else float("nan")
-                except Exception:
-                    v = float("nan")
-                self._loss_refs[i] = v
-            out.append(float("nan") if v is None else v)
-        return out
+        refs = self._loss_refs
+        read_losses(refs)
+        return [float("nan") if v is None else v for v in refs]
 
     def child_doc(self) -> dict:
         obs = self.observer
@@ -405,5 +397,4 @@ class Controller(Profiling):
         except Exception:
             pass
         return stopped
-
 

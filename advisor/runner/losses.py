@@ -1,0 +1,30 @@
+"""The per-step losses a child records, read back from the device when its document is saved."""
+
+from __future__ import annotations
+
+import torch
+
+
+def read_losses(refs: list) -> None:
+    """Replace the loss tensors in ``refs`` by their values, in place: one host copy a device,
+    not one ``.item()`` each. At the end of a timed window ~240 tensors wait to be read, and
+    their ``.item()`` calls were counted as the script's (Hooks._time_item: 241 of the 265 a
+    window of the tuned example showed on an H100, 20-60 ms booked as its host waits)."""
+    by_device: dict = {}
+    for i, v in enumerate(refs):
+        if isinstance(v, torch.Tensor):
+            by_device.setdefault(v.device, []).append(i)
+    for idx in by_device.values():
+        try:
+            values = torch.stack([refs[i].detach().reshape(()).float() for i in idx]).cpu().tolist()
+        except Exception:  # a tensor of another shape, a device that cannot stack: one by one
+            values = [_one_loss(refs[i]) for i in idx]
+        for i, v in zip(idx, values):
+            refs[i] = v
+
+
+def _one_loss(t) -> float:
+    try:
+        return float(t.detach().float().reshape(()).cpu()) if t.numel() == 1 else float("nan")
+    except Exception:
+        return float("nan")
