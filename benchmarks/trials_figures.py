@@ -57,7 +57,9 @@ def main(run: str) -> int:
             print(f"  while {entry['process']}: " + ", ".join(
                 f"{'*' if g == nxt else ''}{g}{' (warm-up)' if g in entry.get('warm_up', []) else ''}"
                 f"{' (warm-up once its window was over)' if g in entry.get('warm_up_later', []) else ''}"
-                for g in entry["guesses"]))
+                f"{' (on its way)' if g in entry.get('on_its_way', []) else ''}"
+                for g in entry["guesses"]) + (f"; ended before their turn: {', '.join(entry['lost'])}"
+                                              if entry.get("lost") else ""))
     for kind, pick in (("started on a guess", True), ("started fresh", False)):
         starts = [t["startup_s"] for t in rows if t.get("startup_s") and bool(t.get("started_held")) == pick]
         if starts:  # where each process's first seconds go (seconds from its spawn, its go or its release)

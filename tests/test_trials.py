@@ -323,7 +323,8 @@ def test_a_script_that_never_uses_cuda_gets_no_guesses(tmp_path):
 def test_a_guess_made_again_goes_on_and_the_others_are_dropped(tmp_path):
     """advisor.lookahead.Lookahead.guess: a guess whose spec is guessed again for the next
     process keeps running (not killed and started over: on a GPU host it may be compiling);
-    one not guessed again is dropped with its directory."""
+    one not guessed again is dropped with its directory. The log says which guesses went on
+    and which had ended before their turn."""
     from advisor.lookahead import Lookahead
     from advisor.pipeline import AnalyzeOptions, trial_spec
 
@@ -341,8 +342,14 @@ def test_a_guess_made_again_goes_on_and_the_others_are_dropped(tmp_path):
         ahead.guess(spec("02-b", ["set-to-none"]), [spec("03-c", ["tf32"]), spec("02-b-again", ["set-to-none"])])
         assert ahead.guesses[1] is first and first.alive()  # the same process, guessed again
         assert ahead.made == 2
+        assert ahead.log[-1]["on_its_way"] == ["02-b-again"] and "lost" not in ahead.log[-1]
+        third = ahead.guesses[0]
+        third.proc.kill()
+        third.proc.wait()
         ahead.guess(spec("03-c", ["tf32"]), [spec("04-d", ["cudnn-benchmark"])])
         assert first.proc.poll() is not None  # not guessed again: dropped (and 03-c, never taken)
+        # the log says which guess had ended before its turn (a trial then starts fresh)
+        assert ahead.log[-1]["lost"] == ["03-c"] and "on_its_way" not in ahead.log[-1]
         assert sorted(p.name for p in (tmp_path / "run" / "trials").iterdir()) == [".ahead-3"]
     finally:
         ahead.close()
