@@ -22,7 +22,6 @@ guess would have nowhere to wait and would train beside the trial being timed.
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 from pathlib import Path
@@ -120,7 +119,6 @@ class Lookahead:
         self.log: list[dict] = []  # each process and the guesses made while it ran
         self.running: dict | None = None  # the spec of the process running now
         self.running_peak = 0  # what it reserved through its warm-up (its "measuring" record)
-        self.running_compiled = False  # it was a guess released after its warm-up
 
     def note(self, child: dict) -> None:
         """A finished run's peak reserved GPU memory, and the device's capacity. The last run's,
@@ -132,8 +130,7 @@ class Lookahead:
         self.peak = int(mem.get("max_reserved_bytes") or 0) or self.peak
         self.capacity = int(mem.get("capacity_bytes") or self.capacity or 0)
 
-    def _fits(self, specs: list[dict], ready: list[bool] | None = None, warming: list[bool] | None = None,
-              running_compiles: bool = True) -> list[bool]:
+    def _fits(self, specs: list[dict], ready: list[bool] | None = None) -> list[bool]:
         """Which specs may run into their warm-up beside the first (the running trial's): as
         GPU memory allows, and one compiling guess at a time (compiles share the CPU: an H100
         trial that compiled beside two compiling guesses took 29 s to warm up, not 19-23), two
@@ -141,43 +138,27 @@ class Lookahead:
         x4 compiling only once x2 was released took 36.5-38.7 s at the end of two H100 ladders.
         ready[i]: specs[i + 1]'s guess waits after its warm-up already: it holds its memory but
         compiles no more (a warm 2x batch kept an H100 ladder's compiled reference from warming
-        up, and it compiled on the critical path: 15.7 s). warming[i]: it is in its warm-up now
-        (it goes on whatever this says). A guess that would compile the graph another process
-        compiles now (the running trial while `running_compiles`, a guess warming up or ranked
-        before it) waits at its CUDA use: once that one is done, Inductor's cache serves it. The
-        stacks of two branches often differ only by fixes outside the graph (SAME_GRAPH): on an
-        H100 both branches' compile guesses, and both 2x batches, compiled the one graph side by
-        side, each missing the other's cache (a 2x batch then took 38 s on the critical path)."""
+        up, and it compiled on the critical path: 15.7 s)."""
         if not (self.peak and self.capacity):
             return [False] * (len(specs) - 1)
         ready = ready or [False] * (len(specs) - 1)
-        warming = warming or [False] * (len(specs) - 1)
         used, out, compiling = self.peak * _batch_factor(specs[0]) + CONTEXT_BYTES, [], 0
-        taken = {g for g in (_graph(specs[0]) if running_compiles else None,
-                             *(_graph(s) for s, w, d in zip(specs[1:], warming, ready) if w and not d)) if g}
-        for spec, done, going in zip(specs[1:], ready, warming):
+        for spec, done in zip(specs[1:], ready):
             need = self.peak * _batch_factor(spec) + CONTEXT_BYTES
             room = 2 if _batch_factor(spec) > 1 else 1
-            graph = _graph(spec)
-            busy = graph is not None and not done
-            twin = busy and not going and graph in taken
-            out.append(done or going or (used + need <= GPU_SHARE * self.capacity and not twin
-                                         and not (busy and compiling >= room)))
+            busy = _compiles(spec) and not done
+            out.append(done or (used + need <= GPU_SHARE * self.capacity and not (busy and compiling >= room)))
             used += need if out[-1] else 0
             compiling += out[-1] and busy
-            if out[-1] and busy:
-                taken.add(graph)
         return out
 
     def take(self, spec: dict) -> tuple[HeldChild | None, WarmChild | None]:
         """The guess made on this spec (held), else a spare to start it from (warm)."""
         key = spec_key(spec)
-        self.running_compiled = False
         for g in self.guesses:
             if g.key == key and g.alive():
                 self.guesses.remove(g)
                 self.used += 1
-                self.running_compiled = g.warmed_up()  # its graph is in the cache already
                 return g, None
         return None, (self.spares.pop(0) if self.spares else None)
 
@@ -191,9 +172,7 @@ class Lookahead:
             specs = specs[: self.count]
             old = {g.key: g for g in self.guesses if g.alive()}
             keys = [spec_key(spec) for spec in specs]
-            fits = self._fits([running, *specs], [k in old and old[k].warmed_up() for k in keys],
-                              [k in old and old[k].hold_at == "warmup" for k in keys],
-                              running_compiles=not self.running_compiled)
+            fits = self._fits([running, *specs], [k in old and old[k].warmed_up() for k in keys])
             entry = {"process": running.get("run_name"), "guesses": [s.get("run_name") for s in specs],
                      "warm_up": [s.get("run_name") for s, f in zip(specs, fits) if f]}
             # which guesses go on from the last round, and which ended before their turn: a
@@ -248,9 +227,7 @@ class Lookahead:
     def _refit(self) -> None:
         """Advance the guesses waiting at their first CUDA use that fit now."""
         waiting = [g for g in self.guesses if g.alive()]
-        # its window is over: the running trial compiles no more, its twins find its cache
-        fits = self._fits([self.running, *(g.spec for g in waiting)], [g.warmed_up() for g in waiting],
-                          [g.hold_at == "warmup" for g in waiting], running_compiles=False)
+        fits = self._fits([self.running, *(g.spec for g in waiting)], [g.warmed_up() for g in waiting])
         for g, fit in zip(waiting, fits):
             if fit and g.advance():
                 self.warmed += 1
@@ -273,22 +250,6 @@ class Lookahead:
 
 def _compiles(spec: dict) -> bool:
     return any(i.get("name") == "torch-compile" for i in spec.get("interventions") or [])
-
-
-# Fixes that leave the compiled model's graph as it is: they act on the data pipeline, the
-# optimizer (outside the compiled module), the host's syncs, or kernels chosen at run time.
-SAME_GRAPH = frozenset(("dataloader-workers", "pin-memory", "precompute-samples", "preload-dataset",
-                        "set-to-none", "fused-optimizer", "cudnn-benchmark", "defer-syncs"))
-
-
-def _graph(spec: dict) -> str | None:
-    """What a compiling spec's graph depends on (None: it compiles nothing): two specs with
-    the same value compile the same graph, and the second finds the first's in the cache."""
-    if not _compiles(spec):
-        return None
-    rest = [(i.get("name"), sorted((i.get("params") or {}).items())) for i in spec.get("interventions") or []
-            if i.get("name") not in SAME_GRAPH]
-    return json.dumps(sorted(rest, key=str), default=str)
 
 
 def _batch_factor(spec: dict) -> int:

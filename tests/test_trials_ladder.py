@@ -479,43 +479,6 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatc
     assert all(c[3] == [] for c in calls), calls
 
 
-def _compiled(*fixes: str, batch: int = 1) -> dict:
-    """A spec that compiles the model, with these fixes (and a batch-size factor)."""
-    ivs = [{"name": "torch-compile", "params": {"mode": "reduce-overhead"}}]
-    ivs += [{"name": f, "params": {}} for f in fixes]
-    if batch > 1:
-        ivs.append({"name": "batch-size", "params": {"factor": batch}})
-    return {"interventions": ivs, "run_name": "+".join(("compile", *fixes)) + (f"-x{batch}" if batch > 1 else "")}
-
-
-class _Guess:
-    """What Lookahead reads of a guess process (runner.ahead.HeldChild), without the process."""
-
-    def __init__(self, spec, warm=False):
-        from advisor.runner.ahead import spec_key
-
-        self.spec, self.key = spec, spec_key(spec)
-        self.hold_at, self.advanced, self.paused = "warmup" if warm else "cuda", 0, False
-
-    def alive(self):
-        return True
-
-    def warmed_up(self):
-        return self.hold_at == "warmup"
-
-    def advance(self):
-        if self.hold_at != "cuda":
-            return False
-        self.hold_at, self.advanced = "warmup", self.advanced + 1
-        return True
-
-    def pause(self):
-        self.paused = True
-
-    def resume(self):
-        self.paused = False
-
-
 def test_guesses_warm_up_on_the_gpu_only_where_memory_allows(tmp_path):
     """A guess goes on into its warm-up (CUDA, compile) beside the running trial only when the
     memory they are expected to reserve (what the last finished run reserved, times a
@@ -536,60 +499,20 @@ def test_guesses_warm_up_on_the_gpu_only_where_memory_allows(tmp_path):
     assert ahead._fits([plain, plain, plain]) == [True, True]   # 16 + 16 + 16 GiB
     assert ahead._fits([plain, x4, plain]) == [False, True]     # x4 would need 61 more
     assert ahead._fits([x4, plain, plain]) == [False, False]    # the running x4 takes 61 alone
-    compiled, c_amp, c_cl = _compiled(), _compiled("amp"), _compiled("channels-last")
-    assert ahead._fits([compiled, c_amp, c_cl]) == [True, False]  # one compiling guess at a time
-    x2, x4c = _compiled(batch=2), _compiled(batch=4)
+    compiled = {"interventions": [{"name": "torch-compile", "params": {"mode": "reduce-overhead"}}]}
+    assert ahead._fits([compiled, compiled, compiled]) == [True, False]  # one compiling guess at a time
+    x2 = {"interventions": [*compiled["interventions"], {"name": "batch-size", "params": {"factor": 2}}]}
+    x4c = {"interventions": [*compiled["interventions"], {"name": "batch-size", "params": {"factor": 4}}]}
     ahead.note({"memory": {"max_reserved_bytes": 5 << 30, "capacity_bytes": 80 << 30}})
     assert ahead._fits([compiled, x2, x4c]) == [True, True]      # but x4 compiles beside x2 (6+11+21 GiB)
-    assert ahead._fits([compiled, x2, x4c, c_amp]) == [True, True, False]
+    assert ahead._fits([compiled, x2, x4c, compiled]) == [True, True, False]
     # a guess that waits after its warm-up already compiles no more: the next may compile
-    assert ahead._fits([compiled, x2, c_amp]) == [True, False]
-    assert ahead._fits([compiled, x2, c_amp], [True, False]) == [True, True]
+    assert ahead._fits([compiled, x2, compiled]) == [True, False]
+    assert ahead._fits([compiled, x2, compiled], [True, False]) == [True, True]
     # an H100 ladder: the eager fp32 stack's cudnn.benchmark search reserved 16.5 GiB; while
     # compile runs on it, x2 compiles beside it (17.5 + 34 GiB), x4 (+67) waits at its CUDA use
     ahead.note({"memory": {"max_reserved_bytes": int(16.5 * (1 << 30)), "capacity_bytes": 80 << 30}})
     assert ahead._fits([compiled, x2, x4c]) == [True, False]
-
-
-def test_a_guess_that_would_compile_a_graph_compiling_elsewhere_waits_for_the_cache(tmp_path, monkeypatch):
-    """Two stacks that differ only by fixes outside the compiled graph (the optimizer, the
-    loader, deferred syncs: lookahead.SAME_GRAPH) compile one graph. On an H100 both branches'
-    2x batches compiled it side by side, each missing the other's Inductor cache, and the one
-    taken compiled for 38 s on the critical path. A guess whose graph compiles elsewhere (the
-    running trial, a guess warming up, or one ranked before it) waits at its CUDA use."""
-    from advisor import lookahead
-    from advisor.lookahead import Lookahead
-
-    ahead = Lookahead(tmp_path, 3, None, False)
-    ahead.note({"memory": {"max_reserved_bytes": 5 << 30, "capacity_bytes": 80 << 30}})
-    compiled, fused, c_amp = _compiled(), _compiled("fused-optimizer"), _compiled("amp")
-    defer, x2, x2d = _compiled("defer-syncs"), _compiled(batch=2), _compiled("defer-syncs", batch=2)
-    # the running trial compiles the graph: its twin waits, another graph may compile
-    assert ahead._fits([compiled, fused, c_amp]) == [False, True]
-    # a running trial released after its warm-up has its graph cached: the twin goes
-    assert ahead._fits([compiled, fused, c_amp], running_compiles=False) == [True, False]
-    # both branches' 2x batches: the first ranked compiles, the second waits for its cache
-    assert ahead._fits([defer, x2d, x2]) == [True, False]
-    # one already warming up goes on, and the one ranked before it waits for that one
-    assert ahead._fits([defer, x2d, x2], warming=[False, True]) == [False, True]
-    # one that waits after its warm-up has compiled: the cache serves the other now
-    assert ahead._fits([defer, x2d, x2], ready=[False, True]) == [True, True]
-
-    # through the ladder's calls (guesses on their way only: no process is started here):
-    # the trial taken was a guess released after its warm-up, then one that compiles
-    monkeypatch.setattr(lookahead, "start_warm", lambda *a: None)
-    ahead.guesses = [_Guess(fused)]
-    ahead.running_compiled = True
-    ahead.guess(compiled, [fused])
-    assert ahead.guesses[0].advanced == 1 and ahead.log[-1]["warm_up"] == [fused["run_name"]]
-    ahead.guesses = [_Guess(fused)]
-    ahead.running_compiled = False
-    ahead.guess(compiled, [fused])
-    assert ahead.guesses[0].advanced == 0 and ahead.log[-1]["warm_up"] == []
-    # the running trial's window is over: it compiles no more, and its twin goes on
-    ahead.on_stage("measuring", 5, {"reserved_bytes": 5 << 30, "capacity_bytes": 80 << 30})
-    ahead.on_stage("exporting", 30)
-    assert ahead.guesses[0].advanced == 1 and ahead.log[-1]["warm_up_later"] == [fused["run_name"]]
 
 
 @pytest.mark.parametrize("at_most, tried", [(0.2, False), (2.0, True)])
@@ -811,11 +734,33 @@ def test_guesses_are_fitted_again_with_what_the_running_trial_reserved_through_i
     the critical path: 37.5 s)."""
     from advisor.lookahead import Lookahead
 
+    class Guess:
+        def __init__(self, spec, warm=False):
+            self.spec, self.hold_at, self.advanced, self.paused = spec, "warmup" if warm else "cuda", 0, False
+
+        def alive(self):
+            return True
+
+        def warmed_up(self):
+            return self.hold_at == "warmup"
+
+        def advance(self):
+            if self.hold_at != "cuda":
+                return False
+            self.hold_at, self.advanced = "warmup", self.advanced + 1
+            return True
+
+        def pause(self):
+            self.paused = True
+
+        def resume(self):
+            self.paused = False
+
     gib = 1 << 30
     compiled = [{"name": "torch-compile", "params": {"mode": "reduce-overhead"}}]
     running = {"interventions": compiled, "run_name": "09-torch-compile"}
-    x2 = _Guess({"interventions": [*compiled, {"name": "batch-size", "params": {"factor": 2}}]}, warm=True)
-    x4 = _Guess({"interventions": [*compiled, {"name": "batch-size", "params": {"factor": 4}}], "run_name": "x4"})
+    x2 = Guess({"interventions": [*compiled, {"name": "batch-size", "params": {"factor": 2}}]}, warm=True)
+    x4 = Guess({"interventions": [*compiled, {"name": "batch-size", "params": {"factor": 4}}], "run_name": "x4"})
     ahead = Lookahead(tmp_path, 2, None, False)
     ahead.note({"memory": {"max_reserved_bytes": int(16.5 * gib), "capacity_bytes": 80 * gib}})
     ahead.running, ahead.guesses = running, [x2, x4]
