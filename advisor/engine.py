@@ -2,8 +2,8 @@
 
 A rule is a module with a docstring (What it does / Why is this bad / Example / Fix /
 Fix safety) and the attributes CODE, NAME, SEVERITY, NEEDS, FIX and a function
-``check(ctx) -> Finding | list[Finding] | None``; optionally AFTER, the fixes that must be in
-before it can fire (advisor.guesses starts its fix's trial ahead while one of them runs).
+``check(ctx) -> Finding | list[Finding] | None``; optionally AFTER, the fixes once in which it
+fires, or fires first (advisor.guesses starts its fix's trial ahead while one of them runs).
 Rules come from three places that all load the same way: the built-in catalogue (the
 ``advisor_rules`` package, registered as the ``builtin`` entry point), other installed
 packages registering the ``advisor.rules`` entry-point group, and directories given with
@@ -48,7 +48,7 @@ class Rule:
     module: str
     hits: tuple = ()
     non_hits: dict = field(default_factory=dict)
-    after: tuple = ()  # fixes that must be in before it can fire: its fix is guessed after them
+    after: tuple = ()  # fixes once in which it fires (first): its fix is guessed while they run
 
 
 @dataclass

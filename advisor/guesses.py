@@ -73,9 +73,10 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
             sizes = sorted([*ladder.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
             first += [(trial_name(nxt, c), [*stack, c], True) for c in bound] + \
                 [(apart.name(a), [*stack, a], True) for a in sizes[:2 - len(bound)]]
-            if kept:
+            if kept:  # and what the kept fix's rules ask for first (deferred syncs after compile)
                 later += [(trial_name(nxt, c), [*stack, c], True)
-                          for c in [*retries(ladder, kept_names), *dropped(ladder, p.tried, kept_names)]]
+                          for c in [*follow_ups(ladder, cand, stack, p.tried, kept_names),
+                                    *retries(ladder, kept_names), *dropped(ladder, p.tried, kept_names)]]
         if kept and len(ladder.ref_runs) == 1:
             first.append((f"{name}-reference", list(ladder.stack), False))
     return unique([*first, *soon, *later])
@@ -112,7 +113,8 @@ def _differs(a, b) -> bool:
 def follow_ups(ladder, cand: Candidate, stack: list[Candidate], tried: set[str], kept: set[str]) -> list[Candidate]:
     """What the rules ask for once cand's fix is in: the fix of every rule whose AFTER names
     one of cand's fixes (ADV118: the loop still waits with DataLoader workers -> preload the
-    dataset), when it applies to the script and was neither tried nor kept."""
+    dataset; ADV110: a sync per step, once compile made the step short -> defer it), when it
+    applies to the script and was neither tried nor kept."""
     names = {p.name for p in cand.parts}
     out = []
     for rule in ladder.rules():

@@ -649,6 +649,30 @@ def test_what_the_rules_ask_for_once_a_fix_is_in_is_guessed_while_it_runs(tmp_pa
     assert ("03-preload-dataset", (w8, "preload-dataset"), True) == calls[2][3][-1]  # after the branches
 
 
+@pytest.mark.parametrize("item_on_gpu", [True, False])
+def test_deferred_syncs_are_guessed_while_compile_runs(tmp_path, monkeypatch, item_on_gpu):
+    """ADV110 names torch-compile in its AFTER: a .item() per step costs most once compile has
+    made the step short, and on H100 ladders the rules first asked for deferred syncs on
+    compile's trace; that trial then started from a spare (18-28 s). Compile is the last rung,
+    so its kept branch guesses what follows the queue (the batch sizes) and now the fix its
+    rules ask for first too, where it applies: the script read a device scalar each step."""
+    sites = {"train.py:12": {"device": item_on_gpu, "count": 2}}
+    base = {**_timed(100.0), "config": {"item_calls": {"value": {"sites": sites}}}}
+    speeds = {(): [100.0], (RO,): [40.0], (RO, "defer-syncs"): [30.0]}
+
+    def rules(keys):
+        return [_finding("defer-syncs", 10.0)] if RO in keys and "defer-syncs" not in keys else []
+
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0)],
+                              environment={"gpu_count": 1}, baseline=base, rules=rules, lookahead=5)
+    names = [c[0] for c in calls]
+    assert names[:2] == ["00-baseline-repeat", "01-torch-compile-reduce-overhead"], names
+    guessed = [g[:2] for g in calls[1][3]]
+    assert (("02-defer-syncs", (RO, "defer-syncs")) in guessed) is item_on_gpu, guessed
+    if item_on_gpu:
+        assert names[2] == "02-defer-syncs" and calls[2][:3] in calls[1][3]
+
+
 def test_a_fix_skipped_on_its_bound_is_guessed_beside_the_next_rung(tmp_path, monkeypatch):
     """Deferred syncs (here tf32 as a stand-in) skipped on their bound, with compile still to
     come: a kept fix that makes the step faster may lift the bound over the floor on the new
