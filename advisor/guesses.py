@@ -32,12 +32,15 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
     repeat), as (name, stack, profiled), most likely first: the next rung on the stack with
     cand kept (once the queue is spent: a fix skipped on its bound, the batch sizes); the kept
     stack timed again, when its one run could decide the verdict (_Ladder._confirm); the next
-    rung on the stack without cand; then what the rules ask for once cand is in (follow_ups),
-    the rungs a new ranking of the queue may put first (alternatives), the fixes the kept one
-    may bring back (retries, dropped), and the process after next (two_ahead)."""
+    rung on the stack without cand; what the rules ask for once cand is in (follow_ups); the
+    processes long to start (rungs.slow_start) two ahead: after next where cand is kept
+    (two_ahead), and the rung after the next one where both are rejected; then the rungs a new
+    ranking of the queue may put first (alternatives), the fixes the kept one may bring back
+    (retries, dropped), and the process after next that starts quickly."""
     if not ladder.ctx.ahead.count:
         return []
     first: list[tuple[str, list[Candidate], bool]] = []
+    likely: list[tuple[str, list[Candidate], bool]] = []  # what the kept fix's rules ask for next
     soon: list[tuple[str, list[Candidate], bool]] = []
     later: list[tuple[str, list[Candidate], bool]] = []
     for kept in ((True, False) if cand is not None else (False,)):
@@ -57,15 +60,20 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
                  and c.key not in ladder.tried and c.name not in kept_names][:1]
         if p.rung is not None:
             first.append((trial_name(nxt, p.rung), [*stack, p.rung], True))
+            if not kept:  # next rejected too: the rung after it, when its process is long to start
+                soon += [(trial_name(nxt + 1, c), [*stack, c], True)
+                         for c in alternatives(p, kept_names, args) if rungs.slow_start(c)]
             if kept:
+                likely += [(trial_name(nxt, c), [*stack, c], True)
+                           for c in follow_ups(ladder, cand, stack, p.tried, kept_names)]
                 later += [(trial_name(nxt, c), [*stack, c], True)
-                          for c in [*follow_ups(ladder, cand, stack, p.tried, kept_names),
-                                    *alternatives(p, kept_names, args), *bound, *retries(ladder, kept_names),
+                          for c in [*alternatives(p, kept_names, args), *bound, *retries(ladder, kept_names),
                                     *dropped(ladder, p.tried, kept_names)]]
                 deeper = two_ahead(ladder, [*stack, p.rung], p, kept_names, args)
-                # compile's start-up is the longest (its graph: 20-30 s on an H100, against 4-8 s
-                # for the trial before it): its guess two ahead comes before the others' rest
-                (soon if any(rungs.compiles(g[1][-1]) for g in deeper) else later).extend(deeper)
+                # a compile's or a cudnn.benchmark search's start-up is the longest (20-30 s on an
+                # H100, against 4-8 s for the trial before it): its guess two ahead comes before
+                # the others' rest
+                (soon if any(rungs.slow_start(g[1][-1]) for g in deeper) else later).extend(deeper)
         else:
             # The queue spent: a fix skipped on its bound comes back if the rules ask again on
             # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
@@ -74,12 +82,13 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
             first += [(trial_name(nxt, c), [*stack, c], True) for c in bound] + \
                 [(apart.name(a), [*stack, a], True) for a in sizes[:2 - len(bound)]]
             if kept:  # and what the kept fix's rules ask for first (deferred syncs after compile)
+                likely += [(trial_name(nxt, c), [*stack, c], True)
+                           for c in follow_ups(ladder, cand, stack, p.tried, kept_names)]
                 later += [(trial_name(nxt, c), [*stack, c], True)
-                          for c in [*follow_ups(ladder, cand, stack, p.tried, kept_names),
-                                    *retries(ladder, kept_names), *dropped(ladder, p.tried, kept_names)]]
+                          for c in [*retries(ladder, kept_names), *dropped(ladder, p.tried, kept_names)]]
         if kept and len(ladder.ref_runs) == 1:
             first.append((f"{name}-reference", list(ladder.stack), False))
-    return unique([*first, *soon, *later])
+    return unique([*first, *likely, *soon, *later])
 
 
 def two_ahead(ladder, stack: list[Candidate], p: rungs.Pick, kept: set[str], args: dict) -> list:

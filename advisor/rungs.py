@@ -142,6 +142,17 @@ def compiles(cand: Candidate) -> bool:
     return any(p.name in LAST for p in cand.parts)
 
 
+# Fixes whose process is long to start: cudnn.benchmark's first step searches every
+# convolution's algorithms (20-25 s for the eager fp32 ResNet-18 at batch 2048 on H100
+# hosts), a compile compiles (LAST). A guess made one trial ahead is still starting when its
+# turn comes; these are guessed two ahead too (advisor.guesses).
+SLOW_START = ("cudnn-benchmark", *LAST)
+
+
+def slow_start(cand: Candidate) -> bool:
+    return any(p.name in SLOW_START for p in cand.parts)
+
+
 def riders_of(cand: Candidate) -> list[Candidate]:
     """The fixes that rode with compile in this rung (none when it is not compile's)."""
     return [p for p in cand.parts if p.name not in LAST] if compiles(cand) else []

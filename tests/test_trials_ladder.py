@@ -463,10 +463,13 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatc
         assert now[:3] in before[3], (now[:3], before[3])
     # both branches: the pair kept, the bundle on top; the pair rejected, channels_last alone;
     # then the process after next where the pair and the bundle are both kept (compile: the
-    # longest start-up), and the rung a new ranking of the queue may put first on the kept pair
+    # longest start-up), the bundle where the pair and channels_last alone are both rejected
+    # (cudnn.benchmark's search: a long start-up too), and the rung a new ranking of the queue
+    # may put first on the kept pair
     assert calls[1][3] == [("02-set-to-none+cudnn-benchmark", (PAIR, "set-to-none + cudnn-benchmark"), True),
                            ("02-channels-last", ("channels-last",), True),
                            ("03-torch-compile-reduce-overhead", (PAIR, "set-to-none + cudnn-benchmark", RO), True),
+                           ("03-set-to-none+cudnn-benchmark", ("set-to-none + cudnn-benchmark",), True),
                            ("02-torch-compile-reduce-overhead", (PAIR, RO), True)]
     # the pair's one run is the reference: the kept stack timed again is the other likely process
     assert ("02-set-to-none+cudnn-benchmark-reference", (PAIR,), False) in calls[2][3]
@@ -671,6 +674,28 @@ def test_deferred_syncs_are_guessed_while_compile_runs(tmp_path, monkeypatch, it
     assert (("02-defer-syncs", (RO, "defer-syncs")) in guessed) is item_on_gpu, guessed
     if item_on_gpu:
         assert names[2] == "02-defer-syncs" and calls[2][:3] in calls[1][3]
+
+
+def test_a_slow_starting_rung_two_rejections_ahead_is_guessed_and_goes_on(tmp_path, monkeypatch):
+    """On an H100 ladder channels_last and then deferred syncs were rejected on the eager step,
+    and the small safe fixes came next on the same stack: their first step searched cudnn's
+    algorithms for 24.8 s, on a process started one trial before (33.7 s on the critical path).
+    The guess made on that stack two trials earlier had been dropped when both branches put
+    deferred syncs first. Now the rung after the next one on the stack without the fix is
+    guessed too when its process is long to start (rungs.slow_start), and it goes on."""
+    speeds = {(): [100.0], ("tf32",): [101.0], ("channels-last",): [100.5], ("cudnn-benchmark",): [80.0]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("tf32", 5.0), _finding("channels-last", 3.0),
+                                                              _finding("cudnn-benchmark", 1.0)],
+                              environment={"gpu_count": 1}, lookahead=5)
+    names = [c[0] for c in calls]
+    assert names[:4] == ["00-baseline-repeat", "01-tf32", "02-channels-last", "03-cudnn-benchmark"], names
+    # guessed while tf32 ran (two ahead, where tf32 and channels_last are both rejected), and
+    # again while channels_last ran (one ahead): one process, on its way
+    assert ("03-cudnn-benchmark", ("cudnn-benchmark",), True) in calls[1][3], calls[1][3]
+    assert calls[3][1:3] in [g[1:] for g in calls[2][3]], calls[2][3]
+    # a rung quick to start is not guessed two rejections ahead (while the repeat ran, tf32
+    # came next and channels_last after it)
+    assert not any(g[1] == ("channels-last",) for g in calls[0][3]), calls[0][3]
 
 
 def test_a_fix_skipped_on_its_bound_is_guessed_beside_the_next_rung(tmp_path, monkeypatch):
