@@ -22,6 +22,7 @@ print("builtins", type(__builtins__).__name__, "loader", type(__loader__).__name
       __loader__.path == __file__)
 print("main-is-me", sys.modules["__main__"].__dict__ is globals())
 print("code", sys._getframe().f_code.co_filename == __file__)
+print("advisor's pid in the environment", "ADVISOR_PARENT_PID" in os.environ)
 def fail():
     raise ValueError("boom")
 mode = sys.argv[1] if len(sys.argv) > 1 else ""

@@ -462,8 +462,11 @@ def test_a_process_started_ahead_runs_the_script_as_a_fresh_one(tmp_path, capfd)
     assert spare.proc.poll() is not None and not os.path.exists(spare.fifo_dir)
 
 
-def test_a_process_started_ahead_ends_when_advisor_is_gone(tmp_path):
-    """Killed advisor: the process it started ahead does not wait for a spec forever."""
+@pytest.mark.parametrize("killed_after_s", [3.0, 0.0])
+def test_a_process_started_ahead_ends_when_advisor_is_gone(tmp_path, killed_after_s):
+    """Killed advisor: the process it started ahead does not wait for a spec forever, also
+    when advisor was gone before that process got to wait (killed while it imported torch:
+    it was reparented then, and took its new parent for advisor; such processes stayed)."""
     import subprocess
     import sys
     import time
@@ -475,7 +478,7 @@ def test_a_process_started_ahead_ends_when_advisor_is_gone(tmp_path):
             "w = WarmChild(%r); print(w.proc.pid, flush=True); time.sleep(60)\n") % (REPO, str(tmp_path))
     advisor_proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     pid = int(advisor_proc.stdout.readline())
-    time.sleep(3)                       # it imports torch and waits on its FIFO
+    time.sleep(killed_after_s)          # 3 s: it imports torch and waits on its FIFO; 0: still importing
     advisor_proc.kill()
     advisor_proc.wait()
     deadline = time.time() + 30

@@ -50,12 +50,23 @@ def read_json(path: str):
         return None
 
 
+# advisor's pid, as the parent gives it to each child (runner.parent._spawn; bootstrap.py
+# takes it out of the environment before the script runs). os.getppid() read later is not
+# enough: a child whose advisor died while it imported torch was reparented by then, and it
+# waited for its new parent's spec forever.
+PARENT_ENV = "ADVISOR_PARENT_PID"
+PARENT_PID: int | None = None
+
+
 def wait_line(fifo: str) -> str | None:
     """The line advisor writes into the FIFO at `fifo` (a spec's path), read by a child that
     waits for it (a process started ahead, a process held at its first CUDA use); None when
     the parent died first (nobody will write) or the FIFO could not be read."""
     import threading
 
+    parent = PARENT_PID or os.getppid()
+    if os.getppid() != parent:
+        return None
     got: list = []
 
     def read() -> None:
@@ -67,7 +78,6 @@ def wait_line(fifo: str) -> str | None:
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    parent = os.getppid()
     while reader.is_alive():
         reader.join(1.0)
         if os.getppid() != parent:

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from advisor.runner._util import read_json, write_json_atomic
+from advisor.runner._util import PARENT_ENV, read_json, write_json_atomic
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
 GRACE_S = 5.0          # after SIGINT, how long the child gets to save before SIGKILL
@@ -35,8 +35,9 @@ def start_child(spec_path: str, cwd: str | None, stdout_to_stderr: bool, warm=No
 def _spawn(args: list[str], cwd: str | None, stdout_to_stderr: bool) -> subprocess.Popen:
     """bootstrap.py in a new session (its own process group, killed as one), in the script's
     cwd; ``stdout_to_stderr`` (--json): the script's prints go to stderr."""
+    env = {**os.environ, PARENT_ENV: str(os.getpid())}  # taken out again before the script runs
     return subprocess.Popen([sys.executable, BOOTSTRAP, *args], cwd=cwd or None, start_new_session=True,
-                            stdout=sys.stderr.fileno() if stdout_to_stderr else None)
+                            stdout=sys.stderr.fileno() if stdout_to_stderr else None, env=env)
 
 
 # ---------------------------------------------------------------------- validation
