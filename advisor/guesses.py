@@ -58,14 +58,15 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
         nxt = ladder.n + 1
         bound = [c for c in [*(c for c, _ in p.skipped), *ladder.bound.values()] if c.gain_is_upper_bound
                  and c.key not in ladder.tried and c.name not in kept_names][:1]
+        if kept:  # what the kept fix's rules ask for first (preload after workers, deferred syncs after compile)
+            likely += [(trial_name(nxt, c), [*stack, c], True)
+                       for c in follow_ups(ladder, cand, stack, p.tried, kept_names)]
         if p.rung is not None:
             first.append((trial_name(nxt, p.rung), [*stack, p.rung], True))
             if not kept:  # next rejected too: the rung after it, when its process is long to start
                 soon += [(trial_name(nxt + 1, c), [*stack, c], True)
                          for c in alternatives(p, kept_names, args) if rungs.slow_start(c)]
             if kept:
-                likely += [(trial_name(nxt, c), [*stack, c], True)
-                           for c in follow_ups(ladder, cand, stack, p.tried, kept_names)]
                 later += [(trial_name(nxt, c), [*stack, c], True)
                           for c in [*alternatives(p, kept_names, args), *bound, *retries(ladder, kept_names),
                                     *dropped(ladder, p.tried, kept_names)]]
@@ -81,9 +82,7 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
             sizes = sorted([*ladder.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
             first += [(trial_name(nxt, c), [*stack, c], True) for c in bound] + \
                 [(apart.name(a), [*stack, a], True) for a in sizes[:2 - len(bound)]]
-            if kept:  # and what the kept fix's rules ask for first (deferred syncs after compile)
-                likely += [(trial_name(nxt, c), [*stack, c], True)
-                           for c in follow_ups(ladder, cand, stack, p.tried, kept_names)]
+            if kept:
                 later += [(trial_name(nxt, c), [*stack, c], True)
                           for c in [*retries(ladder, kept_names), *dropped(ladder, p.tried, kept_names)]]
         if kept and len(ladder.ref_runs) == 1:

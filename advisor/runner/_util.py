@@ -58,6 +58,14 @@ PARENT_ENV = "ADVISOR_PARENT_PID"
 PARENT_PID: int | None = None
 
 
+def take_parent_pid() -> None:
+    """bootstrap.py, first thing: advisor's pid out of the environment (the script does not
+    see it) into PARENT_PID."""
+    global PARENT_PID
+    value = os.environ.pop(PARENT_ENV, None)
+    PARENT_PID = int(value) if value and value.isdigit() else None
+
+
 def wait_line(fifo: str) -> str | None:
     """The line advisor writes into the FIFO at `fifo` (a spec's path), read by a child that
     waits for it (a process started ahead, a process held at its first CUDA use); None when

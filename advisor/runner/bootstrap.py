@@ -17,7 +17,6 @@ def _main() -> None:
     import types
     from importlib.machinery import SourceFileLoader
 
-    parent = os.environ.pop("ADVISOR_PARENT_PID", None)  # advisor's pid (_util.PARENT_ENV): not the script's
     here = os.path.dirname(os.path.realpath(__file__))
     # python put this file's directory first on sys.path: take it away again.
     if not sys.flags.safe_path and sys.path and os.path.realpath(sys.path[0] or ".") == here:
@@ -26,9 +25,9 @@ def _main() -> None:
     root = os.path.dirname(os.path.dirname(here))  # the directory holding the advisor package
     sys.path.insert(0, root)
     try:
-        from advisor.runner import _util, session  # light: torch is imported by install() below
-        from advisor.runner._util import ADVISOR_DIR, flush_std, wait_line
-        _util.PARENT_PID = int(parent) if parent and parent.isdigit() else None
+        from advisor.runner import session  # light: torch is imported by install() below
+        from advisor.runner._util import ADVISOR_DIR, flush_std, take_parent_pid, wait_line
+        take_parent_pid()
     finally:
         try:
             sys.path.remove(root)
