@@ -48,10 +48,27 @@ def warmup_cost_s(child: dict) -> float | None:
     return sum(max(0.0, t - steady) for t in warm) / 1e3
 
 
+def micro_batches(child: dict) -> int:
+    """Batches one training step trains on (gradient accumulation: several). The batches a
+    DataLoader gave the step; with none feeding the loop (the script samples its own
+    batches, as nanoGPT's get_batch), the forward passes that a backward followed: the lesser
+    of the step's grad-enabled outermost forwards and its backward calls (a siamese model's
+    two forwards feed one loss; two losses backpropagated apart come from one batch). The
+    median over the warm-up steps after the first (an evaluation pass now and then, or the
+    first batch fetched before the loop, weigh nothing); 1 when not known."""
+    rows = [r for r in child.get("step_counts") or [] if isinstance(r, (list, tuple)) and len(r) == 3]
+    if not rows:
+        return 1
+    batches = statistics.median_low([r[0] for r in rows])
+    if batches >= 1:
+        return int(batches)
+    return max(1, int(statistics.median_low([min(r[1], r[2]) for r in rows])))
+
+
 def samples_per_s(child: dict) -> float | None:
     ms = step_ms(child)
     batch = child.get("batch_size")
-    return batch * 1000.0 / ms if ms and batch else None
+    return batch * micro_batches(child) * 1000.0 / ms if ms and batch else None
 
 
 def acceptance_threshold(noise: float, n_ref: int = 1, n_trial: int = 1) -> float:
@@ -141,6 +158,7 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
         "step_time_ms": step_ms(child),
         "samples_per_s": samples_per_s(child),
         "batch_size": child.get("batch_size"),
+        "micro_batches": micro_batches(child),
         "steps_measured": len(step_times(child)),
         "elapsed_s": child.get("elapsed_s"),
         "started_warm": child.get("started_warm"),  # its process was started ahead (python, torch)

@@ -76,7 +76,8 @@ def summarize_measurement(child: dict) -> dict:
     """Throughput from the unprofiled, synchronized steps (no profiler overhead in it)."""
     times = measure.step_times(child)
     out: dict = {"steps_measured": len(times), "batch_size": child.get("batch_size"),
-                 "batch_size_source": child.get("batch_size_source")}
+                 "batch_size_source": child.get("batch_size_source"),
+                 "micro_batches": measure.micro_batches(child)}
     if not times:
         return out
     out["step_time_ms"] = measure.step_ms(child)

@@ -644,3 +644,56 @@ def test_a_guess_held_at_its_first_cuda_use_can_be_advanced_into_its_warm_up(tmp
     res = run_child(spec, timeout=120, step_timeout=60, held=held)
     assert res["status"] == "complete" and res["started_held"], res["incomplete_reasons"]
     assert "advanced" in res["startup"]
+
+
+@pytest.mark.parametrize("loop, micro", [
+    # nanoGPT: no DataLoader; 3 micro-batches per optimizer step; an evaluation now and then
+    ("""
+        for it in range(1000):
+            if it % 4 == 3:
+                with torch.no_grad():
+                    model(torch.randn(4, 2))
+            for _ in range(3):
+                (model(torch.randn(4, 2)).square().mean() / 3).backward()
+            opt.step(); opt.zero_grad()
+     """, 3),
+    # a DataLoader's batches, 2 per optimizer step
+    ("""
+        dl = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(4000, 2)), batch_size=4)
+        it = iter(dl)
+        for _ in range(1000):
+            for _ in range(2):
+                (x,) = next(it)
+                model(x).square().mean().backward()
+            opt.step(); opt.zero_grad()
+     """, 2),
+    # a siamese pair: two forwards, one loss
+    ("""
+        for _ in range(1000):
+            (model(torch.randn(4, 2)) - model(torch.randn(4, 2))).square().mean().backward()
+            opt.step(); opt.zero_grad()
+     """, 1),
+    # a GAN: each optimizer's step follows its own backward
+    ("""
+        G = torch.nn.Linear(2, 2)
+        og = torch.optim.SGD(G.parameters(), lr=0.01)
+        for _ in range(1000):
+            opt.zero_grad(); model(G(torch.randn(4, 2)).detach()).mean().backward(); opt.step()
+            og.zero_grad(); (-model(G(torch.randn(4, 2)))).mean().backward(); og.step()
+     """, 1),
+], ids=["accumulation", "dataloader-accumulation", "siamese", "gan"])
+def test_a_step_counts_the_batches_it_accumulates(tmp_path, capfd, loop, micro):
+    """Samples/s counts every batch an optimizer step trains on (gradient accumulation), and
+    no more (a siamese model's two forwards feed one loss; a GAN's two steps one batch each)."""
+    import textwrap
+
+    from advisor import measure
+
+    script = write(tmp_path / "acc.py", "import torch\nmodel = torch.nn.Linear(2, 1)\n"
+                   "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n" + textwrap.dedent(loop))
+    res, out, err, _ = run_advised(capfd, script, ["acc.py"], str(tmp_path), str(tmp_path / "run"),
+                                   warmup_steps=5, profile_steps=1, measure_steps=3)
+    assert res["status"] == "complete", err
+    assert res["batch_size"] == 4
+    assert measure.micro_batches(res) == micro
+    assert measure.samples_per_s(res) == pytest.approx(4 * micro * 1000.0 / measure.step_ms(res))

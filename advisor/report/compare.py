@@ -77,7 +77,7 @@ def compare_context(doc_a: dict, doc_b: dict, dir_a: Path | None, dir_b: Path | 
     config_rows, config_same = _config_diff(doc_a, doc_b)
     env_rows = _env_diff(doc_a, doc_b)
     warn = [r["key"] for r in env_rows if r["differs"] and r["key"] in ("GPU", "torch", "CUDA", "driver", "cuDNN")]
-    if a["batch_size"] != b["batch_size"]:
+    if a["batch"] != b["batch"]:
         warn.append("batch size")
     reports = []
     for d, n in ((dir_a, names[0]), (dir_b, names[1])):

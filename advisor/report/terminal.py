@@ -53,6 +53,13 @@ def findings_table(findings: list) -> Table | None:
     return table
 
 
+def batch_text(batch, micro=None) -> str:
+    """A step's batch: "256", or "32x4" where the step accumulates gradients over 4 batches."""
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch <= 0:
+        return ""
+    return f"{batch}x{micro}" if isinstance(micro, int) and not isinstance(micro, bool) and micro > 1 else str(batch)
+
+
 def trials_table(doc: dict) -> Table | None:
     """The tutorials' ladder: baseline, then each trial with its verdict and cumulative speedup."""
     trials = doc.get("trials") or []
@@ -62,13 +69,13 @@ def trials_table(doc: dict) -> Table | None:
     table = Table("technique", "batch", "peak mem", "step ms", "samples/s", "vs baseline", "warm-up s", "verdict",
                   title="trials (each in a fresh process; the fix applied at run time)")
     mem = (doc.get("memory") or {}).get("max_allocated_bytes")
-    table.add_row("baseline", str(meas.get("batch_size") or "?"), _gib(mem), _fmt(meas.get("step_time_ms"), nd=2),
+    table.add_row("baseline", batch_text(meas.get("batch_size"), meas.get("micro_batches")) or "?", _gib(mem), _fmt(meas.get("step_time_ms"), nd=2),
                   _fmt(meas.get("samples_per_s")), "1.00x", "", "")
     for t in trials:
         sp = t.get("speedup_vs_baseline")
         label = " + ".join(t.get("interventions") or []) or t.get("fix", "")
         verdict = f"{t.get('status')}: {t.get('reason') or ''}"
-        table.add_row(escape(label), str(t.get("batch_size") or ""), _gib(t.get("peak_memory_bytes")),
+        table.add_row(escape(label), batch_text(t.get("batch_size"), t.get("micro_batches")), _gib(t.get("peak_memory_bytes")),
                       _fmt(t.get("step_time_ms"), nd=2), _fmt(t.get("samples_per_s")),
                       f"{sp:.2f}x" if sp else "", _fmt(t.get("warmup_cost_s"), nd=1), escape(verdict))
     return table
@@ -85,7 +92,7 @@ def print_summary(doc: dict, console: Console) -> None:
     head = Table.grid(padding=(0, 2))
     head.add_row("device", escape(str(env.get("gpu_name") or "CPU")))
     head.add_row("step time", f"{_fmt(meas.get('step_time_ms'), ' ms', 2)} (a window of {meas.get('steps_measured', 0)} unprofiled steps)")
-    head.add_row("throughput", f"{_fmt(meas.get('samples_per_s'), ' samples/s')} (batch {meas.get('batch_size') or '?'})")
+    head.add_row("throughput", f"{_fmt(meas.get('samples_per_s'), ' samples/s')} (batch {batch_text(meas.get('batch_size'), meas.get('micro_batches')) or '?'})")
     if doc.get("applied"):
         head.add_row("applied (--apply)", escape("; ".join(doc["applied"])))
     if analysis.get("gpu_busy_pct") is not None:

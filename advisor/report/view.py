@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from advisor.report.terminal import PHASE_LABELS
+from advisor.report.terminal import PHASE_LABELS, batch_text
 
 PHASE_COLORS = {
     "data_wait": "#e45756", "h2d": "#f58518", "forward": "#4c78a8", "backward": "#72b7b2",
@@ -47,7 +47,8 @@ def baseline_row(doc: dict) -> dict:
     mem = (doc.get("memory") or {}).get("max_allocated_bytes") or (analysis.get("memory") or {}).get("peak_allocated_bytes")
     return {"name": "baseline", "label": "baseline (your script as written)", "status": "baseline",
             "reason": "", "stack": [], "description": "", "apart": False,
-            "batch_size": meas.get("batch_size"), "peak_memory_bytes": num(mem),
+            "batch_size": meas.get("batch_size"), "batch": batch_text(meas.get("batch_size"), meas.get("micro_batches")),
+            "peak_memory_bytes": num(mem),
             "step_time_ms": num(meas.get("step_time_ms")), "samples_per_s": num(meas.get("samples_per_s")),
             "speedup": 1.0 if num(meas.get("samples_per_s")) or num(meas.get("step_time_ms")) else None,
             "gain": None, "breakdown": _dict(analysis.get("breakdown")), "warmup_cost_s": None,
@@ -65,6 +66,7 @@ def trial_row(t: dict) -> dict:
     return {"name": str(t.get("name") or ""), "label": trial_label(t), "status": str(t.get("status") or "?"),
             "reason": str(t.get("reason") or ""), "stack": inter[:-1], "description": str(t.get("description") or ""),
             "apart": bool(t.get("apart")), "batch_size": t.get("batch_size"),
+            "batch": batch_text(t.get("batch_size"), t.get("micro_batches")),
             "peak_memory_bytes": num(t.get("peak_memory_bytes")), "step_time_ms": num(t.get("step_time_ms")),
             "samples_per_s": num(t.get("samples_per_s")), "speedup": num(t.get("speedup_vs_baseline")),
             "gain": num(t.get("gain_vs_previous")), "breakdown": _dict(t.get("breakdown")),

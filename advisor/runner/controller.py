@@ -86,6 +86,10 @@ class Controller(Profiling):
         self._loss_refs: list = []  # per step: tensor | float | None
         self.batch_size = None
         self.batch_size_source = None
+        # This step's DataLoader batches, backward calls and grad-enabled outermost forwards;
+        # a row per warm-up step after the first, all hooks on (measure.micro_batches)
+        self.micro = [0, 0, 0]
+        self.micro_rows: list[list[int]] = []
         self.depth = 0              # nn.Module call depth (forward ranges on the outermost)
 
         self.config: dict = {}
@@ -160,6 +164,7 @@ class Controller(Profiling):
             "losses": self._losses(),
             "batch_size": self.batch_size,
             "batch_size_source": self.batch_size_source,
+            "step_counts": self.micro_rows,
             "step_source": self.step_source,
             "trace_files": list(self.trace_files),
             "config": obs.config_doc() if obs else dict(self.config),
@@ -204,6 +209,9 @@ class Controller(Profiling):
             if self.observer is not None:
                 self.observer.anchor_optimizer(opt)
         elif anchor() is not opt:
+            # another optimizer's step (a GAN's generator): the backward passes and forwards
+            # before it were its own, not the anchor's accumulated micro-batches
+            self.micro[1] = self.micro[2] = 0
             return
         if self.explicit:
             return
@@ -242,6 +250,9 @@ class Controller(Profiling):
         self._loss_refs.append(self.cur_loss)
         self.cur_loss = None
         phase = self.phase
+        if phase == "warmup" and n > 1:
+            self.micro_rows.append(list(self.micro))
+        self.micro[:] = [0, 0, 0]
         if phase == "warmup":
             self._untimed_step()
             self.progress("warmup", n)

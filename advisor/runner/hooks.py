@@ -129,6 +129,7 @@ class Hooks(CopyHooks):
             if c.pending:
                 c.commit()
             tok = c.ranges.push("advisor::data") if hooks._ranges_on() else None
+            c.micro[0] += 1
             t0 = perf_counter()
             loading(+1)
             try:
@@ -193,6 +194,7 @@ class Hooks(CopyHooks):
                 c.commit()
             if c.cur_loss is None and isinstance(loss, torch.Tensor):
                 c.cur_loss = hooks._loss_of(loss)
+            c.micro[1] += 1
             hooks._in_backward = True
             try:
                 return hooks._ranged("advisor::backward", fn, *a, **k)
@@ -248,6 +250,8 @@ class Hooks(CopyHooks):
             c.depth = d + 1
             return None
         c.depth = 1
+        if torch.is_grad_enabled():
+            c.micro[2] += 1
         obs = self.obs
         if obs.want_forward:
             try:
