@@ -65,6 +65,17 @@ def micro_batches(child: dict) -> int:
     return max(1, int(statistics.median_low([min(r[1], r[2]) for r in rows])))
 
 
+def left_out_text(child: dict) -> str | None:
+    """What the window left out (runner/oneoffs.py), in words; None when nothing."""
+    left = {k: v for k, v in (child.get("left_out_steps") or {}).items() if isinstance(v, int) and v > 0}
+    if not left:
+        return None
+    what = {"evaluation": "an evaluation pass (.eval() on the model)", "compile": "a torch.compile (re)compile"}
+    parts = [f"{n} step{'s' if n > 1 else ''} with {what.get(k, k)}" for k, n in sorted(left.items())]
+    return f"left out of the timed window as one-off costs: {'; '.join(parts)} " \
+        f"({(child.get('left_out_ms') or 0.0) / 1e3:.2f} s)"
+
+
 def samples_per_s(child: dict) -> float | None:
     ms = step_ms(child)
     batch = child.get("batch_size")
@@ -159,6 +170,7 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
         "samples_per_s": samples_per_s(child),
         "batch_size": child.get("batch_size"),
         "micro_batches": micro_batches(child),
+        "left_out_steps": child.get("left_out_steps") or {},
         "steps_measured": len(step_times(child)),
         "elapsed_s": child.get("elapsed_s"),
         "started_warm": child.get("started_warm"),  # its process was started ahead (python, torch)

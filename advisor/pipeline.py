@@ -77,7 +77,8 @@ def summarize_measurement(child: dict) -> dict:
     times = measure.step_times(child)
     out: dict = {"steps_measured": len(times), "batch_size": child.get("batch_size"),
                  "batch_size_source": child.get("batch_size_source"),
-                 "micro_batches": measure.micro_batches(child)}
+                 "micro_batches": measure.micro_batches(child),
+                 "left_out_steps": child.get("left_out_steps") or {}}
     if not times:
         return out
     out["step_time_ms"] = measure.step_ms(child)
@@ -175,7 +176,7 @@ def build_run_document(spec: dict, child: dict, analysis: dict | None, findings:
         "applied": child.get("interventions_applied") or [],
         "environment": child.get("environment") or {},
         "memory": child.get("memory") or {},
-        "notes": child.get("notes") or [],
+        "notes": [*(child.get("notes") or []), *filter(None, [measure.left_out_text(child)])],
         "traces": {spec["run_name"]: child.get("trace_files") or []},
         "analysis": analysis,
         "findings": findings,

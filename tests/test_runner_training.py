@@ -697,3 +697,55 @@ def test_a_step_counts_the_batches_it_accumulates(tmp_path, capfd, loop, micro):
     assert res["batch_size"] == 4
     assert measure.micro_batches(res) == micro
     assert measure.samples_per_s(res) == pytest.approx(4 * micro * 1000.0 / measure.step_ms(res))
+
+
+def test_an_evaluation_pass_is_left_out_of_the_window(tmp_path, capfd):
+    """A step that ran .eval() on the trained model (an evaluation pass, here 0.3 s) is left out
+    of the window as a one-off; a frozen BatchNorm's .eval() inside the model every step is not
+    an evaluation, and a script that evaluates every step is timed as it runs."""
+    script = write(tmp_path / "evals.py", """
+        import sys, time, torch
+        every = int(sys.argv[1])
+        model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for i in range(1, 10000):
+            model.train()
+            model[1].eval()  # a frozen BatchNorm, as fine-tuning scripts keep it
+            model(torch.randn(8, 2)).square().mean().backward()
+            opt.step(); opt.zero_grad()
+            if i % every == 0:
+                model.eval()
+                with torch.no_grad():
+                    model(torch.randn(8, 2))
+                time.sleep(0.3)
+    """)
+    res, *_ = run_advised(capfd, script, ["evals.py", "7"], str(tmp_path), str(tmp_path / "a"),
+                          warmup_steps=2, profile_steps=1, measure_steps=10)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert res["left_out_steps"] == {"evaluation": 1} and res["left_out_ms"] >= 300
+    assert len(res["step_times_ms"]) == 10 and max(res["step_times_ms"]) < 100
+    assert abs(sum(res["step_times_ms"]) - res["measure_window_ms"]) < 1.0  # the steps tile the window
+    # evaluating every step: at most 2 + a quarter of the counted steps are left out
+    res, *_ = run_advised(capfd, script, ["evals.py", "1"], str(tmp_path), str(tmp_path / "b"),
+                          warmup_steps=2, profile_steps=1, measure_steps=8, timeout=120)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert len(res["step_times_ms"]) == 8 and res["left_out_steps"] == {"evaluation": 2 + 7 // 4}
+
+
+def test_a_recompile_in_the_window_is_left_out(tmp_path, capfd):
+    """torch.compile compiling a new graph inside the window (an epoch's short last batch) is
+    a one-off: that step is left out, the steps around it are timed."""
+    script = write(tmp_path / "recompile.py", """
+        import torch
+        model = torch.nn.Linear(2, 1)
+        fast = torch.compile(model, backend="eager", dynamic=False)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for i in range(1, 10000):
+            fast(torch.randn(8 if i != 9 else 5, 2)).square().mean().backward()
+            opt.step(); opt.zero_grad()
+    """)
+    res, *_ = run_advised(capfd, script, ["recompile.py"], str(tmp_path), str(tmp_path / "a"),
+                          warmup_steps=3, profile_steps=1, measure_steps=10, timeout=180)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert res["left_out_steps"] == {"compile": 1}
+    assert len(res["step_times_ms"]) == 10

@@ -18,6 +18,7 @@ from time import perf_counter
 from advisor.runner import environment
 from advisor.runner._util import flush_std, one_line_exception, write_json_atomic
 from advisor.runner.losses import read_losses
+from advisor.runner.oneoffs import OneOffs
 from advisor.runner.profiling import Profiling
 from advisor.runner.ranges import Ranges
 from advisor.runner.window import Window, settle_steps
@@ -39,7 +40,8 @@ class Controller(Profiling):
         self.measure_n = max(0, int(spec.get("measure_steps", 20)))
         # Short steps make a short window, and a short window is at the mercy of the host's
         # moment-to-moment speed: measure for at least measure_min_s (window.py).
-        self.window = Window(self.measure_n, spec.get("measure_min_s", 0.0))
+        self.oneoffs = OneOffs()
+        self.window = Window(self.measure_n, spec.get("measure_min_s", 0.0), self.oneoffs)
         self.settle = 0     # untimed steps left before the window opens
         self._settle_n = 0  # how many the window waited for (and the profiler warms up with)
         self.settled = 0
@@ -158,6 +160,7 @@ class Controller(Profiling):
             "step_timing": "window",
             "batches_per_epoch": self.window.batches_per_epoch,
             "settle_steps": self.settled,
+            "left_out_steps": dict(self.window.left_out), "left_out_ms": round(self.window.left_out_ms, 4),
             "warmup_step_times_ms": [round(x, 4) for x in self.warmup_step_times_ms],
             "data_wait_ms": [round(x, 4) for x in self.window.data_wait_ms],
             "item_wait_ms": round(self.item_wait_s * 1e3, 4), "item_waits": self.item_waits,
@@ -283,9 +286,13 @@ class Controller(Profiling):
                 self.item_wait_s, self.item_waits = 0.0, 0
                 self.window.start()
         elif phase == "measure":
+            counted = len(self.window.step_times_ms)
             last = self.window.step(self.data_acc)
             self.data_acc = 0.0
-            self.progress("measure", n, step_ms=round(self.window.step_times_ms[-1], 3))
+            if len(self.window.step_times_ms) > counted:
+                self.progress("measure", n, step_ms=round(self.window.step_times_ms[-1], 3))
+            else:
+                self.progress("measure", n, left_out=True)  # a one-off step (runner/oneoffs.py)
             if last:
                 self.total = self.steps_seen + (self.profile_n + 1 + self._settle_n if self.profile_n else 0)
                 self.stage = "timed"

@@ -51,6 +51,7 @@ class Hooks(CopyHooks):
         self._patch_dataloader()
         self._patch_backward()
         self._patch_scaler()
+        self.c.oneoffs.patch_train(self.permanent)
         self._time_item()  # permanent, under the loop's .item() observer
         self._install_loop_hooks()
 
@@ -252,6 +253,7 @@ class Hooks(CopyHooks):
         c.depth = 1
         if torch.is_grad_enabled():
             c.micro[2] += 1
+            c.oneoffs.trained(module)
         obs = self.obs
         if obs.want_forward:
             try:

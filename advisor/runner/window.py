@@ -29,7 +29,7 @@ ALIGN = 1
 
 
 class Window:
-    def __init__(self, steps: int, min_s: float):
+    def __init__(self, steps: int, min_s: float, one_offs=None):
         self.steps = max(0, int(steps))
         self.min_s = max(0.0, float(min_s))
         self.cap = CAP * self.steps
@@ -39,6 +39,9 @@ class Window:
         self.window_ms: float | None = None
         self.sync = False
         self._t0 = self._t_prev = 0.0
+        self.one_offs = one_offs  # runner/oneoffs.OneOffs: why a step is a one-off
+        self.left_out: dict[str, int] = {}  # steps left out, by why
+        self.left_out_ms = 0.0
 
     def start(self) -> None:
         try:
@@ -47,12 +50,22 @@ class Window:
             self.sync = False
         if self.sync:
             torch.cuda.synchronize()
+        if self.one_offs is not None:
+            self.one_offs.start()
         self._t_prev = self._t0 = perf_counter()
 
     def step(self, data_wait_s: float) -> bool:
-        """A step ended; True when it closes the window."""
+        """A step ended; True when it closes the window. A step with a one-off cost in it
+        (runner/oneoffs.py) is left out, while the window has left out at most 2 + a quarter
+        of the steps it counts."""
         t = perf_counter()
-        last = self.complete(len(self.step_times_ms) + 1, t - self._t0)
+        one_off = self.one_offs.take() if self.one_offs is not None else None
+        if one_off and sum(self.left_out.values()) < 2 + len(self.step_times_ms) // 4:
+            self.left_out[one_off] = self.left_out.get(one_off, 0) + 1
+            self.left_out_ms += (t - self._t_prev) * 1e3
+            self._t_prev = t
+            return False
+        last = self.complete(len(self.step_times_ms) + 1, t - self._t0 - self.left_out_ms / 1e3)
         if last and self.sync:
             torch.cuda.synchronize()
             t = perf_counter()
@@ -60,7 +73,7 @@ class Window:
         self.data_wait_ms.append(data_wait_s * 1e3)
         self._t_prev = t
         if last:
-            self.window_ms = (t - self._t0) * 1e3
+            self.window_ms = (t - self._t0) * 1e3 - self.left_out_ms
         return last
 
     def close_early(self) -> bool:
