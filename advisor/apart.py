@@ -18,14 +18,15 @@ def name(cand: Candidate) -> str:
 def measure_all(ladder, cands: list[Candidate]) -> list[dict]:
     """Batch-size factors in ascending order; a larger one only when the smaller one was
     measured faster than the kept fixes (x4 after an x2 that was slower, crashed or did not
-    fit is a process spent on a foregone answer). ladder: the trials' _Ladder, its stack done."""
+    fit is a process spent on a foregone answer; one that cannot apply says why for itself).
+    ladder: the trials' _Ladder, its stack done."""
     out: list[dict] = []
     cands = sorted(cands, key=lambda c: c.params.get("factor") or 0)
     for i, cand in enumerate(cands):
         if ladder.ctx.out_of_budget():
             break
         prev = out[-1] if out else None
-        if prev is not None and prev.get("fix") == cand.name and prev.get("status") != "measured":
+        if prev is not None and prev.get("fix") == cand.name and prev.get("status") not in ("measured", "skipped"):
             ladder.trials.append({"name": name(cand), "fix": cand.name,
                                   "params": cand.params, "status": "not run", "interventions": [],
                                   "reason": f"{prev['name']} was not faster than the kept fixes"})

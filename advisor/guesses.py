@@ -79,7 +79,7 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
             # The queue spent: a fix skipped on its bound comes back if the rules ask again on
             # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
             # batch sizes (x4 too, while compile runs: it compiles a graph of its own).
-            sizes = sorted([*ladder.result["apart"], *p.apart], key=lambda c: c.params.get("factor") or 0)
+            sizes = _sizes(ladder, [*ladder.result["apart"], *p.apart])
             first += [(trial_name(nxt, c), [*stack, c], True) for c in bound] + \
                 [(apart.name(a), [*stack, a], True) for a in sizes[:2 - len(bound)]]
             if kept:
@@ -100,8 +100,16 @@ def two_ahead(ladder, stack: list[Candidate], p: rungs.Pick, kept: set[str], arg
     n = ladder.n + 2
     if q.rung is not None:
         return [(trial_name(n, q.rung), [*stack, q.rung], True)]
-    sizes = sorted([*ladder.result["apart"], *p.apart, *q.apart], key=lambda c: c.params.get("factor") or 0)
+    sizes = _sizes(ladder, [*ladder.result["apart"], *p.apart, *q.apart])
     return [(apart.name(a), [*stack, a], True) for a in sizes[:1]]
+
+
+def _sizes(ladder, cands: list[Candidate]) -> list[Candidate]:
+    """The batch sizes to measure apart, smallest first; none that cannot apply to the script
+    (a batch not made by a DataLoader: its process would start for a trial that is skipped)."""
+    ok = [c for c in cands if not rungs.module_for(c).not_applicable(ladder.ref_config, ladder.ctx.environment,
+                                                                     c.params)]
+    return sorted(ok, key=lambda c: c.params.get("factor") or 0)
 
 
 def unique(gs: list[tuple[str, list[Candidate], bool]]) -> list[tuple[str, list[Candidate], bool]]:

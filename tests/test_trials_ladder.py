@@ -861,3 +861,16 @@ def test_the_process_after_next_is_guessed_on_the_path_where_both_are_kept(tmp_p
     # and before the guesses past the two branches (compile's start-up is the longest)
     assert calls[1][3].index(calls[3][:3]) == 2, calls[1][3]
     assert ("apart-batch-size-x2", ("set-to-none", "tf32", RO, "batch-size(factor=2)"), True) in calls[2][3]
+
+
+def test_batch_sizes_that_cannot_apply_say_why_and_are_not_guessed(tmp_path, monkeypatch):
+    """A script that samples its own batches (no DataLoader, as nanoGPT's get_batch): both
+    batch-size factors are skipped with the reason, x4 not blamed on x2's speed, and no process
+    is started ahead for either."""
+    speeds = {(): [100.0], ("amp(dtype=bfloat16)",): [60.0]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 30.0), _finding("batch-size", 1.0)],
+                              environment={"gpu_name": "NVIDIA H100", "bf16_supported": True}, lookahead=5)
+    x2, x4 = _rec(result, "apart-batch-size-x2"), _rec(result, "apart-batch-size-x4")
+    assert x2["status"] == x4["status"] == "skipped"
+    assert x2["reason"] == x4["reason"] and "DataLoader" in x2["reason"]
+    assert not any("batch-size" in key for _, _, _, guesses in calls for _, keys, _ in guesses for key in keys)
