@@ -59,8 +59,12 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
         bound = [c for c in [*(c for c, _ in p.skipped), *ladder.bound.values()] if c.gain_is_upper_bound
                  and c.key not in ladder.tried and c.name not in kept_names][:1]
         if kept:  # what the kept fix's rules ask for first (preload after workers, deferred syncs after compile)
-            likely += [(trial_name(nxt, c), [*stack, c], True)
-                       for c in follow_ups(ladder, cand, stack, p.tried, kept_names)]
+            # each as the ladder would run it once the rules queue it: compile (AFTER amp)
+            # only when nothing else is left to try, riders and all
+            for c in follow_ups(ladder, cand, stack, p.tried, kept_names):
+                r = rungs.pick([c, *queue], ladder.tried, kept_names, **args).rung
+                if r is not None and c.key in {x.key for x in r.parts}:
+                    likely.append((trial_name(nxt, r), [*stack, r], True))
         if p.rung is not None:
             first.append((trial_name(nxt, p.rung), [*stack, p.rung], True))
             if not kept:  # next rejected too: the rung after it, when its process is long to start
