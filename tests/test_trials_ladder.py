@@ -897,3 +897,18 @@ def test_compile_is_guessed_while_amp_runs_when_nothing_else_is_left(tmp_path, m
     assert (("02-torch-compile-reduce-overhead", ("amp(dtype=bfloat16)", RO)) in guessed) is not queued, guessed
     if not queued:
         assert calls[2][:3] in calls[1][3]
+
+
+def test_cuda_graphs_are_skipped_for_a_step_that_accumulates_gradients(tmp_path, monkeypatch):
+    """CUDA graphs fail when a step accumulates gradients over several batches (the backward
+    graph's output kept as a .grad is overwritten by the next micro-batch's replay:
+    pytorch/pytorch#169545; a nanoGPT-style H100 trial failed in its first step, 31.9 s): the
+    reduce-overhead rung is skipped with the reason and compile's default mode is tried."""
+    base = {**_timed(100.0), "config": {"gradient_accumulation": {"value": {"micro_batches": 4}, "where": "t.py:9"}}}
+    speeds = {(): [100.0], (DEFAULT,): [70.0]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0)],
+                              environment={"gpu_count": 1}, baseline=base)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-torch-compile-default"]
+    ro = next(t for t in result["trials"] if "reduce-overhead" in t["name"])
+    assert ro["status"] == "skipped" and "169545" in ro["reason"] and "4 batches" in ro["reason"]
+    assert _rec(result, "01-torch-compile-default")["status"] == "accepted"

@@ -170,7 +170,7 @@ class Controller(Profiling):
             "step_counts": self.micro_rows,
             "step_source": self.step_source,
             "trace_files": list(self.trace_files),
-            "config": obs.config_doc() if obs else dict(self.config),
+            "config": obs.config_doc(self.micro_rows) if obs else dict(self.config),
             "environment": obs.environment() if obs else {},
             "memory": obs.memory() if obs else {},
             "notes": list(self.notes),

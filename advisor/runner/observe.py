@@ -375,10 +375,18 @@ class Observer:
             self._autocast_done = True
 
     # ------------------------------------------------------------------ documents
-    def config_doc(self) -> dict:
+    def config_doc(self, step_counts: list | None = None) -> dict:
+        """The observed config; step_counts (Controller.micro_rows): a step that accumulates
+        gradients over several batches is noted as "gradient_accumulation", at the optimizer."""
+        from advisor.measure import micro_batches
+
         doc = dict(self.config)
         if "dataloader" not in doc and self._first_loader is not None:
             doc["dataloader"] = self._first_loader
+        micro = micro_batches({"step_counts": step_counts or []})
+        if micro > 1:
+            doc["gradient_accumulation"] = {"value": {"micro_batches": micro},
+                                            "where": (doc.get("optimizer") or {}).get("where")}
         vals = self._backend_values if self._backend_values is not None else self._read_backends()
         for key in _BACKEND_KEYS:
             if key in vals:
