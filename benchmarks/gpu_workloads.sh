@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # advisor analyze, with trials and its default settings, on other workloads than the CIFAR
 # ladder: what a user would run on a script of their own. Each run is packed into $OUT.
-#   usage: [BUDGET=3] [TIMEOUT=280] [PLAIN=1] bash benchmarks/gpu_workloads.sh EXAMPLE [EXAMPLE ...]
+#   usage: [BUDGET=3] [TIMEOUT=280] [PLAIN=1] [TRACES=0: 1 keeps the baseline's trace] bash benchmarks/gpu_workloads.sh EXAMPLE [EXAMPLE ...]
 # (EXAMPLE: a file name under examples/ without .py)
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -22,5 +22,6 @@ for ex in "$@"; do
   echo "exit $? wall $(( $(date +%s) - start ))s"
   python3 benchmarks/trials_figures.py $W/$ex
   tar -C $W -czf $OUT/$ex.tar.gz --exclude="$ex/tb" $ex
+  [[ ${TRACES:-0} == 1 ]] && tar -C $W -czf $OUT/$ex-baseline-trace.tar.gz $ex/tb/baseline
 done
 ls -la $OUT
