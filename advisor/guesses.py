@@ -62,8 +62,8 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
             # each as the ladder would run it once the rules queue it: compile (AFTER amp)
             # only when nothing else is left to try, riders and all
             for c in follow_ups(ladder, cand, stack, p.tried, kept_names):
-                r = rungs.pick([c, *queue], ladder.tried, kept_names, **args).rung
-                if r is not None and c.key in {x.key for x in r.parts}:
+                r = rungs.pick([c, *queue], ladder.tried, kept_names, **args).rung  # its fallback if it cannot apply
+                if r is not None and c.name in {x.name for x in r.parts}:
                     likely.append((trial_name(nxt, r), [*stack, r], True))
         if p.rung is not None:
             first.append((trial_name(nxt, p.rung), [*stack, p.rung], True))
@@ -133,17 +133,16 @@ def _differs(a, b) -> bool:
 def follow_ups(ladder, cand: Candidate, stack: list[Candidate], tried: set[str], kept: set[str]) -> list[Candidate]:
     """What the rules ask for once cand's fix is in: the fix of every rule whose AFTER names
     one of cand's fixes (ADV118: the loop still waits with DataLoader workers -> preload the
-    dataset; ADV110: a sync per step, once compile made the step short -> defer it), when it
-    applies to the script and was neither tried nor kept."""
+    dataset; ADV110: a sync per step, once compile made the step short -> defer it), neither
+    tried nor kept. Whether it applies to the script is rungs.pick's to say (compile's CUDA
+    graphs do not apply to a step that accumulates gradients: its default mode does)."""
     names = {p.name for p in cand.parts}
     out = []
     for rule in ladder.rules():
         if not (rule.fix and names & set(rule.after)):
             continue
         for c in expand({"intervention": rule.fix}, rule.code, None, ladder.ctx.environment)[:1]:
-            if c.key in tried or c.name in kept or (ladder.ctx.only and c.name not in ladder.ctx.only):
-                continue
-            if not rungs.module_for(c).not_applicable(ladder.ref_config, ladder.ctx.environment, c.params):
+            if not (c.key in tried or c.name in kept or (ladder.ctx.only and c.name not in ladder.ctx.only)):
                 out.append(c)
     return out
 

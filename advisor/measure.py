@@ -66,14 +66,16 @@ def micro_batches(child: dict) -> int:
 
 
 def left_out_text(child: dict) -> str | None:
-    """What the window left out (runner/oneoffs.py), in words; None when nothing."""
+    """What the window took out (runner/oneoffs.py), in words; None when nothing."""
     left = {k: v for k, v in (child.get("left_out_steps") or {}).items() if isinstance(v, int) and v > 0}
     if not left:
         return None
-    what = {"evaluation": "an evaluation pass (.eval() on the model)", "compile": "a torch.compile (re)compile"}
-    parts = [f"{n} step{'s' if n > 1 else ''} with {what.get(k, k)}" for k, n in sorted(left.items())]
-    return f"left out of the timed window as one-off costs: {'; '.join(parts)} " \
-        f"({(child.get('left_out_ms') or 0.0) / 1e3:.2f} s)"
+    what = {"evaluation": "evaluation pass{s} (.eval() to .train() on the model), taken out of {their} step{s}",
+            "compile": "step{s} where torch.compile compiled a new graph, left out",
+            "new batch size": "step{s} with a batch size not seen before (cudnn.benchmark searches again), left out"}
+    parts = [f"{n} " + what.get(k, k + " step{s}, left out").format(s="s" if n > 1 else "", their="their" if n > 1 else "its")
+             for k, n in sorted(left.items())]
+    return f"one-off costs out of the timed window: {'; '.join(parts)} ({(child.get('left_out_ms') or 0.0) / 1e3:.2f} s)"
 
 
 def samples_per_s(child: dict) -> float | None:

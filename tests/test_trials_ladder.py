@@ -876,13 +876,14 @@ def test_batch_sizes_that_cannot_apply_say_why_and_are_not_guessed(tmp_path, mon
     assert not any("batch-size" in key for _, _, _, guesses in calls for _, keys, _ in guesses for key in keys)
 
 
-@pytest.mark.parametrize("queued", [False, True])
-def test_compile_is_guessed_while_amp_runs_when_nothing_else_is_left(tmp_path, monkeypatch, queued):
+@pytest.mark.parametrize("queued,accumulates", [(False, False), (True, False), (False, True)])
+def test_compile_is_guessed_while_amp_runs_when_nothing_else_is_left(tmp_path, monkeypatch, queued, accumulates):
     """ADV109 names amp in its AFTER: faster kernels leave the launches exposed. On an H100 a
     nanoGPT-style fp32 step was 79% busy and the rules asked for compile only on AMP's trace,
     so compile's trial started from a spare (31.9 s). While AMP runs, compile is guessed as the
     ladder would run it next: when nothing else is queued (with other fixes still to try,
-    compile goes last, and the next rung is the guess)."""
+    compile goes last, and the next rung is the guess), in the mode that applies (default,
+    where the step accumulates gradients)."""
     bf16 = {"gpu_count": 1, "gpu_name": "NVIDIA H100", "bf16_supported": True}
     speeds = {(): [100.0], ("amp(dtype=bfloat16)",): [60.0], ("amp(dtype=bfloat16)", RO): [30.0],
               ("amp(dtype=bfloat16)", "set-to-none"): [59.0], ("amp(dtype=bfloat16)", "set-to-none", RO): [30.0]}
@@ -890,11 +891,16 @@ def test_compile_is_guessed_while_amp_runs_when_nothing_else_is_left(tmp_path, m
     def rules(keys):
         return [_finding("torch-compile", 20.0)] if "amp(dtype=bfloat16)" in keys and RO not in keys else []
 
+    speeds[("amp(dtype=bfloat16)", DEFAULT)] = [35.0]
     findings = [_finding("amp", 30.0)] + ([_finding("set-to-none", 1.0)] if queued else [])
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment=bf16, rules=rules, lookahead=5)
+    base = {**_timed(100.0), "config": {"gradient_accumulation": {"value": {"micro_batches": 4}}}} \
+        if accumulates else None
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment=bf16, rules=rules, lookahead=5,
+                              baseline=base)
     assert calls[1][0] == "01-amp"
     guessed = [g[:2] for g in calls[1][3]]
-    assert (("02-torch-compile-reduce-overhead", ("amp(dtype=bfloat16)", RO)) in guessed) is not queued, guessed
+    mode = ("02-torch-compile-default", DEFAULT) if accumulates else ("02-torch-compile-reduce-overhead", RO)
+    assert ((mode[0], ("amp(dtype=bfloat16)", mode[1])) in guessed) is not queued, guessed
     if not queued:
         assert calls[2][:3] in calls[1][3]
 

@@ -51,7 +51,7 @@ class Hooks(CopyHooks):
         self._patch_dataloader()
         self._patch_backward()
         self._patch_scaler()
-        self.c.oneoffs.patch_train(self.permanent)
+        self.c.oneoffs.patch_train(self.permanent, self.c.commit)
         self._time_item()  # permanent, under the loop's .item() observer
         self._install_loop_hooks()
 
@@ -142,6 +142,7 @@ class Hooks(CopyHooks):
                     c.ranges.pop(tok)
             if not hooks._batch_seen:
                 hooks._first_batch(it, batch)
+            c.oneoffs.batch(first_tensor(batch))
             if c.steps_seen == 0:
                 hooks._step0 = (it, batch)
             return batch
@@ -196,6 +197,7 @@ class Hooks(CopyHooks):
             if c.cur_loss is None and isinstance(loss, torch.Tensor):
                 c.cur_loss = hooks._loss_of(loss)
             c.micro[1] += 1
+            c.oneoffs.backward()
             hooks._in_backward = True
             try:
                 return hooks._ranged("advisor::backward", fn, *a, **k)

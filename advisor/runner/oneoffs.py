@@ -1,16 +1,19 @@
-"""Steps the timed window leaves out: those that hold a one-off cost that the training steps
-around them do not pay again.
+"""What the timed window leaves out: costs that are not the training step's, or that it pays
+once and not again.
 
-- An evaluation pass (the script called ``.eval()`` on the model it trains, as at an epoch's
-  end). Its time is not a training step's, and the first one pays one-off costs of its own:
-  a compiled model recompiles for eval mode and the batch shapes of the evaluation (mnist's
-  CNN on an H100: a 112-step window of 2.5 ms steps averaged 42-62 ms with it), and
-  cudnn.benchmark searches algorithms for those shapes again (10 ms against 2.5).
-- A step in which torch.compile compiled a new graph (a recompile on a new shape, such as an
-  epoch's short last batch).
+- An evaluation pass: from ``.eval()`` on the model being trained to its ``.train()`` (as at
+  an epoch's end). Its time is taken out of the step it fell in (that step's training work, an
+  epoch's start included, stays in), and so are its one-off costs: a compiled model
+  recompiles for eval mode and the evaluation's batch shapes, and cudnn.benchmark searches
+  algorithms for them (mnist's CNN on an H100: compiled trials averaged 42-62 ms a step
+  against 2.5 over a window holding one). The GPU is synchronized where the pass begins, so
+  the training work queued before it is not taken out with it.
+- A whole step, when torch.compile compiled a new graph in it (a recompile on a new shape),
+  or when a DataLoader gave it a batch of a size not seen before (an epoch's short last
+  batch: cudnn.benchmark searches again, 0.8 s in mnist's window of 2.3 ms steps).
 
-A window leaves out at most 2 + a quarter of the steps it counts: a script that evaluates
-or recompiles every step is timed with those costs in, as it runs.
+A window leaves out at most 2 + a quarter of the steps it counts: a script that recompiles
+or meets new batch sizes every step is timed with those costs in, as it runs.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import functools
 import sys
 import weakref
+from time import perf_counter
 
 import torch
 
@@ -34,14 +38,28 @@ def compiled_graphs() -> int:
         return 0
 
 
+def _sync() -> None:
+    try:
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+    except Exception:
+        pass
+
+
 class OneOffs:
-    """Tracks, for the step under way, whether it evaluated the trained model or compiled."""
+    """For the step under way: the evaluation time in it, and whether it is a one-off."""
 
     def __init__(self):
         self.models: weakref.WeakSet = weakref.WeakSet()  # outermost modules a backward followed
-        self.evaluated = False
+        self.timing = False          # the window is open
+        self.eval_s = 0.0            # evaluation time in this step
+        self._eval_t0: float | None = None
         self._graphs = 0
+        self._why: str | None = None
+        self._sizes: set = set()     # batch shapes seen (DataLoader), by trailing dims
+        self._trailing = None        # the first batch's shape after its first dim
 
+    # ------------------------------------------------------------------ what the hooks see
     def trained(self, module) -> None:
         """An outermost forward with grad enabled, in a warm-up step: a model being trained."""
         try:
@@ -49,34 +67,77 @@ class OneOffs:
         except TypeError:  # not weak-referenceable or not hashable: not tracked
             pass
 
-    def patch_train(self, patcher) -> None:
-        """nn.Module.train wrapped: eval() on a trained model marks the step (a frozen
-        BatchNorm's eval() inside the model does not: it is not the model itself)."""
+    def batch(self, t) -> None:
+        """A DataLoader batch's first tensor: a size not seen before (same trailing dims)
+        marks the step, in the window and outside an evaluation."""
+        try:
+            shape = tuple(t.shape)
+        except Exception:
+            return
+        if not shape:
+            return
+        if self._trailing is None:
+            self._trailing = shape[1:]
+        if shape in self._sizes:
+            return
+        self._sizes.add(shape)
+        if self.timing and self._eval_t0 is None and shape[1:] == self._trailing:
+            self._why = self._why or "new batch size"
+
+    def backward(self) -> None:
+        """A backward while a pass is open: the model trains in eval mode (a frozen BatchNorm
+        recipe on the whole model), which is no evaluation."""
+        self._eval_t0 = None
+
+    def patch_train(self, patcher, commit) -> None:
+        """nn.Module.train wrapped: eval() on a trained model opens an evaluation span and its
+        train() closes it (a frozen BatchNorm's eval() inside the model is not the model's).
+        commit: the controller's pending step boundary first, as at every hooked event (the
+        pass after an epoch's last step then falls in the next step, whole)."""
         orig = torch.nn.Module.train
         me = self
 
         @functools.wraps(orig)
         def train(module, mode=True):
-            if not mode:
-                try:
-                    if module in me.models:
-                        me.evaluated = True
-                except TypeError:
-                    pass
+            try:
+                ours = module in me.models
+            except TypeError:
+                ours = False
+            if ours and me.timing:
+                commit()
+                me._switched(bool(mode))
             return orig(module, mode)
 
         patcher.set(torch.nn.Module, "train", train)
 
+    def _switched(self, training: bool) -> None:
+        if not training and self._eval_t0 is None:
+            _sync()  # the training work queued before the pass is the step's
+            self._eval_t0 = perf_counter()
+        elif training and self._eval_t0 is not None:
+            _sync()
+            self.eval_s += perf_counter() - self._eval_t0
+            self._eval_t0 = None
+            self._graphs = compiled_graphs()  # what compiled for eval mode is the pass's
+
+    # ------------------------------------------------------------------ the window's side
     def start(self) -> None:
-        """The window opens: nothing seen yet."""
-        self.evaluated = False
+        """The window opens: nothing seen yet (the window's own sync was just made)."""
+        self.timing = True
+        self.eval_s, self._eval_t0, self._why = 0.0, None, None
         self._graphs = compiled_graphs()
 
-    def take(self) -> str | None:
-        """At a step's end: why it is a one-off ("evaluation", "compile") or None; reset."""
-        why = "evaluation" if self.evaluated else None
+    def take(self) -> tuple[str | None, float]:
+        """At a step's end: (why the whole step is a one-off, or None; the evaluation seconds
+        to take out of it). A pass still open goes on into the next step."""
+        why = self._why
         graphs = compiled_graphs()
         if why is None and graphs != self._graphs:
             why = "compile"
-        self.evaluated, self._graphs = False, graphs
-        return why
+        if self._eval_t0 is not None:
+            now = perf_counter()
+            self.eval_s += now - self._eval_t0
+            self._eval_t0 = now
+        out = (why, self.eval_s)
+        self._why, self.eval_s, self._graphs = None, 0.0, graphs
+        return out

@@ -55,16 +55,20 @@ class Window:
         self._t_prev = self._t0 = perf_counter()
 
     def step(self, data_wait_s: float) -> bool:
-        """A step ended; True when it closes the window. A step with a one-off cost in it
-        (runner/oneoffs.py) is left out, while the window has left out at most 2 + a quarter
-        of the steps it counts."""
+        """A step ended; True when it closes the window. An evaluation pass's time is taken
+        out of the step it fell in, and a step with a one-off cost is left out while the window
+        has left out at most 2 + a quarter of the steps it counts (runner/oneoffs.py)."""
         t = perf_counter()
-        one_off = self.one_offs.take() if self.one_offs is not None else None
-        if one_off and sum(self.left_out.values()) < 2 + len(self.step_times_ms) // 4:
+        one_off, eval_s = self.one_offs.take() if self.one_offs is not None else (None, 0.0)
+        if one_off and self._whole_steps_left_out() < 2 + len(self.step_times_ms) // 4:
             self.left_out[one_off] = self.left_out.get(one_off, 0) + 1
             self.left_out_ms += (t - self._t_prev) * 1e3
             self._t_prev = t
             return False
+        if eval_s > 0:  # an evaluation pass: its time out of this step, the step kept
+            self.left_out["evaluation"] = self.left_out.get("evaluation", 0) + 1
+            self.left_out_ms += eval_s * 1e3
+            self._t_prev += eval_s
         last = self.complete(len(self.step_times_ms) + 1, t - self._t0 - self.left_out_ms / 1e3)
         if last and self.sync:
             torch.cuda.synchronize()
@@ -75,6 +79,9 @@ class Window:
         if last:
             self.window_ms = (t - self._t0) * 1e3 - self.left_out_ms
         return last
+
+    def _whole_steps_left_out(self) -> int:
+        return sum(n for why, n in self.left_out.items() if why != "evaluation")
 
     def close_early(self) -> bool:
         """The script ended inside the window: keep it when it holds the steps asked. The
