@@ -85,11 +85,15 @@ def test_the_model_runs_compiled_from_its_first_call(capfd, tmp_path):
     assert firsts == [["0", "CompiledFunctionBackward", "True"], ["1", "CompiledFunctionBackward", "True"]], firsts
 
 
-def test_dataset_transform_modules_are_the_data_pipeline_not_the_model(capfd, tmp_path):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dataset_transform_modules_are_the_data_pipeline_not_the_model(capfd, tmp_path, workers):
     """torchvision transforms are nn.Modules; with num_workers=0 they run in the main process,
-    inside DataLoader.__next__. The batch size, the model's observed input and the fixes are
-    the model's, not a per-sample Normalize's."""
+    inside DataLoader.__next__, else in the worker processes (where a fix entering CUDA
+    autocast killed an H100 ImageFolder trial: CUDA cannot start in a forked worker). The batch
+    size, the model's observed input and the fixes are the model's, not a per-sample
+    Normalize's."""
     script = write(tmp_path / "train.py", """
+        import sys
         import torch
         class Normalize(torch.nn.Module):
             def forward(self, x):
@@ -99,7 +103,7 @@ def test_dataset_transform_modules_are_the_data_pipeline_not_the_model(capfd, tm
             norm = Normalize()
             def __len__(self): return 64
             def __getitem__(self, i): return self.norm(torch.rand(3, 8, 8)), i % 2
-        loader = torch.utils.data.DataLoader(Data(), batch_size=16)
+        loader = torch.utils.data.DataLoader(Data(), batch_size=16, num_workers=int(sys.argv[1]))
         model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         for epoch in range(1000):
@@ -110,8 +114,8 @@ def test_dataset_transform_modules_are_the_data_pipeline_not_the_model(capfd, tm
                 opt.step()
                 opt.zero_grad()
     """)
-    res, out, err, _ = run_advised(capfd, script, ["train.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
-                                   warmup_steps=2, profile_steps=1, measure_steps=4, measure_min_s=0,
+    res, out, err, _ = run_advised(capfd, script, ["train.py", str(workers)], str(tmp_path), str(tmp_path / "run"),
+                                   timeout=300, warmup_steps=2, profile_steps=1, measure_steps=4, measure_min_s=0,
                                    interventions=[AMP])
     assert res["status"] == "complete", (res["incomplete_reasons"], err[-2000:])
     assert res["batch_size"] == 16 and res["batch_size_source"] == "dataloader"

@@ -50,7 +50,14 @@ def loading(delta: int) -> None:
 
 
 def in_loading() -> bool:
-    return getattr(_state, "loading", 0) > 0
+    """A batch is being made: in this process (loading), or anywhere in a DataLoader worker
+    process, where the Dataset's transforms run and CUDA cannot be used (a forked worker that
+    entered autocast for a torchvision transform died re-initializing CUDA: an H100 ImageFolder
+    trial of channels_last + AMP failed so before its first step)."""
+    return getattr(_state, "loading", 0) > 0 or _worker_info() is not None
+
+
+_worker_info = torch.utils.data.get_worker_info
 
 
 def _pre_hook(module, args):
