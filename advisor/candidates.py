@@ -56,6 +56,8 @@ def expand(fix: dict, origin: str | None, gain: float | None, environment: dict)
         # A few values, not a sweep: each trial is a fresh process. Half the cores and all
         # of them (up to 8: beyond that workers mostly contend for the same memory bandwidth).
         values = sorted({max(2, min(8, cpus) // 2), max(2, min(8, cpus))})
+        if params.get("num_workers"):  # a rule's own count (ADV118: twice the workers, random transforms)
+            values = [int(params["num_workers"])]
         pin = bool(environment.get("gpu_count"))
         return [Candidate(name, {"num_workers": v, "pin_memory": pin}, origin, gain, group="dataloader-workers")
                 for v in values]

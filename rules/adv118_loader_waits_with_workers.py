@@ -25,13 +25,18 @@ Fix:
     does this). Otherwise store them in host memory so the workers only collate
     (``precompute-samples``, trialled when preloading is refused), or keep uint8 and
     normalize on the GPU, per batch. Random augmentations must stay per epoch: move them
-    to the GPU (or NVIDIA DALI) instead.
+    to the GPU (or NVIDIA DALI) instead; until then, when the dataset's transforms are
+    random (torchvision's Random*, *Augment, ColorJitter), the fix trialled is twice the
+    workers, up to the host's cores (``dataloader-workers``), again on each kept stack while
+    the loop still waits.
 
 Fix safety:
     Safe when every read of a sample gives the same result: advisor's trial checks that on
     8 samples and refuses datasets with random transforms, custom collate functions, or
     samples too large to store. The batches are the same tensors in the same order.
 """
+
+import re
 
 from ._common import fix, ms, pct, phase_ms, step_ms
 
@@ -46,6 +51,20 @@ AFTER = ("dataloader-workers",)
 HITS = ("gpu_run_h100_cifar_workers",)
 NON_HITS = {"slow_loader": "num_workers=0: more workers come first (ADV103)",
             "gpu_run_h100_cifar_slow": "num_workers=0 in the slow recipe's baseline (ADV103)"}
+
+# A torchvision transform that draws anew each time it runs: its samples cannot be stored once
+# (preload-dataset and precompute-samples refuse them on a read twice), so more workers make
+# them instead, up to the host's cores (an H100 host's ImageFolder recipe with 4 workers
+# waited 87% of its window for JPEG decoding and random crops).
+RANDOM_TRANSFORM = re.compile(r"Random|Augment|AugMix|ColorJitter|GaussianBlur|ElasticTransform")
+
+
+def _more_workers(ctx, dl: dict, workers: int) -> int | None:
+    """Twice the workers, up to the host's cores, when the transforms are random; else None."""
+    cpus = int(ctx.environment.get("cpu_count") or 0)
+    if not RANDOM_TRANSFORM.search(str(dl.get("transforms") or "")) or cpus <= workers:
+        return None
+    return min(cpus, 2 * workers)
 
 
 def check(ctx):
@@ -64,6 +83,14 @@ def check(ctx):
     t = ctx.thresholds
     severity = "warning" if profiled >= t.data_wait_frac or frac >= t.data_wait_frac_error else "info"
     per_step = float(measured.get("data_wait_ms_per_step") or 0.0)
+    more = _more_workers(ctx, dl, workers)
+    if more:
+        the_fix = fix("dataloader-workers", changes_numerics=False, where=ctx.where("dataloader"),
+                      code=f"DataLoader(..., num_workers={more}, persistent_workers=True, prefetch_factor=4, "
+                           "pin_memory=True)   # random transforms: made per epoch, by more workers",
+                      num_workers=more, pin_memory=bool(ctx.environment.get("gpu_count")))
+    else:
+        the_fix = _preload_fix(ctx)
     return {
         "severity": severity,
         "message": (f"With num_workers={workers} the loop still waits {pct(frac)} of the timed window for batches "
@@ -73,18 +100,24 @@ def check(ctx):
                      f"profiled steps: {pct(profiled)} data wait",
                      f"DataLoader: num_workers={workers}, persistent_workers={dl.get('persistent_workers')}, "
                      f"prefetch_factor={dl.get('prefetch_factor')}"
-                     + (f"; dataset: {dl['dataset_type']}" if dl.get("dataset_type") else "")],
+                     + (f"; dataset: {dl['dataset_type']}" if dl.get("dataset_type") else "")]
+                    + ([f"random transforms ({RANDOM_TRANSFORM.search(str(dl.get('transforms'))).group(0)}...): "
+                        f"stored samples would freeze them; {more} workers make them instead"] if more else []),
         "estimated_gain_ms": per_step,
-        "fix": fix("preload-dataset", changes_numerics=False, where=ctx.where("dataloader"),
-                   code="class Preloaded(Dataset):   # every sample once, on the GPU (deterministic work only)\n"
-                        "    def __init__(self, ds):\n"
-                        "        self.data = tree_map(lambda t: t.to('cuda'), default_collate([ds[i] for i in range(len(ds))]))\n"
-                        "        self.n = len(ds)\n"
-                        "    def __len__(self):\n"
-                        "        return self.n\n"
-                        "    def __getitems__(self, idx):   # a whole batch's indices: one gather\n"
-                        "        i = torch.as_tensor(idx).pin_memory().to('cuda', non_blocking=True)\n"
-                        "        return tree_map(lambda t: t[i], self.data)\n\n"
-                        "loader = DataLoader(Preloaded(dataset), ..., collate_fn=lambda batch: batch)   # same batch_size, shuffle"),
-        "alternatives": ["precompute-samples", "uint8-inputs"],
+        "fix": the_fix,
+        "alternatives": ["precompute-samples", "uint8-inputs"] if not more else ["gpu-augmentation", "dali"],
     }
+
+
+def _preload_fix(ctx) -> dict:
+    return fix("preload-dataset", changes_numerics=False, where=ctx.where("dataloader"),
+               code="class Preloaded(Dataset):   # every sample once, on the GPU (deterministic work only)\n"
+                    "    def __init__(self, ds):\n"
+                    "        self.data = tree_map(lambda t: t.to('cuda'), default_collate([ds[i] for i in range(len(ds))]))\n"
+                    "        self.n = len(ds)\n"
+                    "    def __len__(self):\n"
+                    "        return self.n\n"
+                    "    def __getitems__(self, idx):   # a whole batch's indices: one gather\n"
+                    "        i = torch.as_tensor(idx).pin_memory().to('cuda', non_blocking=True)\n"
+                    "        return tree_map(lambda t: t[i], self.data)\n\n"
+                    "loader = DataLoader(Preloaded(dataset), ..., collate_fn=lambda batch: batch)   # same batch_size, shuffle")

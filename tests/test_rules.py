@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from advisor import engine
+from advisor.candidates import expand
 from advisor.metrics import analyze
 from advisor.trace import load_trace
 
@@ -276,3 +277,27 @@ def test_thresholds_are_configurable(monkeypatch):
     assert "ADV103" not in [f["code"] for f in run_case("slow_loader")[0]]
     with pytest.raises(ValueError, match="unknown threshold"):
         Thresholds.from_overrides(["no_such=1"])
+
+
+@pytest.mark.parametrize("transforms,cpus,fix", [
+    (None, 16, ("preload-dataset", None)),
+    ("Compose( RandomResizedCrop(size=(224, 224)) ToTensor() )", 16, ("dataloader-workers", 8)),
+    ("Compose( ColorJitter(brightness=0.4) )", 6, ("dataloader-workers", 6)),
+    ("Compose( RandomHorizontalFlip(p=0.5) )", 4, ("preload-dataset", None)),  # no cores left: the trial's check refuses
+])
+def test_loader_waits_with_random_transforms_ask_for_more_workers(transforms, cpus, fix):
+    """ADV118 on an H100 run whose 4 workers left the loop waiting: stored samples cannot be
+    the fix where the dataset's transforms are random (an ImageFolder recipe's random crops):
+    twice the workers are, up to the host's cores."""
+    c = load_case("gpu_run_h100_cifar_workers")
+    dl = c["config"]["dataloader"]
+    config = {**c["config"], "dataloader": {**dl, "value": {**dl["value"], "transforms": transforms}}}
+    findings, _ = engine.run_rules(c["model"], c["analysis"], config=config,
+                                   environment={**c["environment"], "cpu_count": cpus},
+                                   rules=[r for r in RULES if r.code == "ADV118"])
+    (f,) = findings
+    assert (f["fix"]["intervention"], f["fix"]["params"].get("num_workers")) == fix
+    assert ("random transforms" in " ".join(f["evidence"])) is (fix[1] is not None)
+    if fix[1]:
+        (cand,) = expand(f["fix"], "ADV118", f["estimated_gain_ms"], {"gpu_count": 1, "cpu_count": cpus})
+        assert cand.params == {"num_workers": fix[1], "pin_memory": True}
