@@ -918,3 +918,23 @@ def test_cuda_graphs_are_skipped_for_a_step_that_accumulates_gradients(tmp_path,
     ro = next(t for t in result["trials"] if "reduce-overhead" in t["name"])
     assert ro["status"] == "skipped" and "169545" in ro["reason"] and "4 batches" in ro["reason"]
     assert _rec(result, "01-torch-compile-default")["status"] == "accepted"
+
+
+@pytest.mark.parametrize("amp_kept", [True, False])
+def test_a_safe_fix_on_a_stack_that_changed_numerics_is_held_to_that_tolerance(tmp_path, monkeypatch, amp_kept):
+    """Losses are compared with the baseline's: a safe fix on a stack holding AMP carries AMP's
+    bf16 losses (an H100 ImageFolder ladder rejected cudnn.benchmark at +28% over the fp32
+    baseline's first losses, at a safe fix's 10%): it is held to AMP's tolerance; on an fp32
+    stack the same losses reject it."""
+    bf16 = {"gpu_count": 1, "gpu_name": "NVIDIA H100", "bf16_supported": True}
+    higher = {**_timed(50.0), "losses": [2.6, 2.45, 2.3, 2.2]}  # +28% over the baseline's first losses
+    speeds = {(): [100.0], ("amp(dtype=bfloat16)",): {**_timed(70.0), "losses": [2.6, 2.45, 2.3, 2.2]},
+              ("amp(dtype=bfloat16)", "cudnn-benchmark"): higher, ("cudnn-benchmark",): higher}
+    findings = ([_finding("amp", 30.0)] if amp_kept else []) + [_finding("cudnn-benchmark", 1.0)]
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment=bf16)
+    rec = next(t for t in result["trials"] if t["fix"] == "cudnn-benchmark")
+    if amp_kept:
+        assert _rec(result, "01-amp")["status"] == "accepted"
+        assert rec["status"] == "accepted", rec["reason"]
+    else:
+        assert rec["status"] == "rejected" and rec["reason"].startswith("numerics"), rec["reason"]
