@@ -379,3 +379,22 @@ def test_patch_notes_show_why_an_edit_was_added_and_what_to_check(tmp_path):
     notes = text.split('id="patch"', 1)[1]
     assert "needed by <code>torch-compile</code>: CUDA graphs need &lt;gradients&gt; set to None" in notes
     assert "check: the values stay 0-dim tensors on the device" in notes
+
+
+def test_a_step_of_several_micro_batches_shows_them(tmp_path):
+    """The H100 nanoGPT-style run: 4 micro-batches of 32 a step, shown as 32x4 in the header,
+    the throughput card and the ladder, and in the terminal's trials table."""
+    doc = rundir.read_json(EXAMPLES / "h100-s11-workloads-c" / "gpt_lm" / "run.json")
+    assert doc["measurement"]["micro_batches"] == 4 and doc["measurement"]["batch_size"] == 32
+    text = report_html.render_html(doc, tmp_path)
+    assert "batch 32x4 ·" in text
+    ladder = text.split('id="ladder"', 1)[1].split("</table>", 1)[0]
+    assert ladder.count('<td class="num">32x4</td>') >= 3  # the baseline, its repeat, the kept trials
+    from io import StringIO
+
+    from rich.console import Console
+
+    from advisor.report.terminal import trials_table
+    out = StringIO()
+    Console(file=out, width=200).print(trials_table(doc))
+    assert "32x4" in out.getvalue()
