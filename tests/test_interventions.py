@@ -54,6 +54,32 @@ def test_autocast_and_channels_last_still_apply_under_compile(capfd, tmp_path):
     assert _observed(capfd, tmp_path, [compiled, AMP, CL]) == {("torch.bfloat16", "True")}
 
 
+def test_the_runner_and_the_fixes_break_no_compiled_graph(capfd, tmp_path):
+    """Every module call inside the compiled forward goes through the runner's and the fixes'
+    global hooks, which Dynamo traces: one call it will not trace (get_worker_info) broke the
+    graph at each module, and an H100 CIFAR stack ran compiled at 22 ms a step, against 10.9
+    eager. One graph, no break."""
+    script = write(tmp_path / "train.py", """
+        import torch
+        from torch._dynamo.utils import counters
+        block = lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 3, 3, padding=1), torch.nn.BatchNorm2d(3), torch.nn.ReLU())
+        model = torch.nn.Sequential(block(), block(), torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for i in range(10000):
+            model(torch.randn(4, 3, 8, 8)).float().sum().backward()
+            opt.step()
+            opt.zero_grad()
+            if i == 3:
+                print("breaks", sum(counters["graph_break"].values()), "graphs", counters["stats"]["unique_graphs"], flush=True)
+    """)
+    compiled = {"name": "torch-compile", "params": {"mode": "default"}}
+    res, out, err, _ = run_advised(capfd, script, ["train.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
+                                   warmup_steps=5, profile_steps=0, measure_steps=2, measure_min_s=0,
+                                   interventions=[compiled, AMP, CL])
+    assert res["status"] == "complete", (res["incomplete_reasons"], err[-2000:])
+    assert "breaks 0 graphs 1" in out, out[-2000:]
+
+
 FIRST_CALL = """
     import torch
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
