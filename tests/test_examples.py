@@ -137,3 +137,17 @@ def test_common_flags(name, capsys):
         assert flag in out, f"{name} lacks {flag}"
     args = mod.parse_args(["--device", "cpu"])
     assert args.batch_size <= 64 and args.lr > 0
+
+
+def test_gpt_lm_learns(tmp_path):
+    """The nanoGPT-style example: the loss falls from log(vocab) as the model learns the
+    synthetic Markov chain's transitions (a one-layer model on the CPU)."""
+    out = run_example("gpt_lm.py", "--max-iters", "400", "--log-interval", "50", "--vocab-size", "64",
+                      "--lr", "3e-3", "--warmup-iters", "10", "--tokens", "50000", "--grad-accum", "2",
+                      "--batch-size", "8", "--n-layer", "1", "--eval-interval", "200", "--eval-iters", "2",
+                      cwd=tmp_path)
+    ls = [float(line.split("loss ")[1].split(",")[0]) for line in out.splitlines() if line.startswith("iter ")]
+    assert len(ls) == 8
+    assert ls[-1] < 0.85 * ls[0], ls
+    assert "val loss" in out
+    assert list(tmp_path.iterdir()) == []
