@@ -76,9 +76,9 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
                                     *dropped(ladder, p.tried, kept_names)]]
                 deeper = two_ahead(ladder, [*stack, p.rung], p, kept_names, args)
                 # a compile's or a cudnn.benchmark search's start-up is the longest (20-30 s on an
-                # H100, against 4-8 s for the trial before it): its guess two ahead comes before
-                # the others' rest
-                (soon if any(rungs.slow_start(g[1][-1]) for g in deeper) else later).extend(deeper)
+                # H100, against 4-8 s for the trial before it), and so is a batch size's on a
+                # compiled stack (a graph of its own): its guess two ahead comes before the rest
+                (soon if any(_slow(g[1]) for g in deeper) else later).extend(deeper)
         else:
             # The queue spent: a fix skipped on its bound comes back if the rules ask again on
             # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
@@ -114,6 +114,15 @@ def _sizes(ladder, cands: list[Candidate]) -> list[Candidate]:
     ok = [c for c in cands if not rungs.module_for(c).not_applicable(ladder.ref_config, ladder.ctx.environment,
                                                                      c.params)]
     return sorted(ok, key=lambda c: c.params.get("factor") or 0)
+
+
+def _slow(stack: list[Candidate]) -> bool:
+    """A process long to start: its last fix's (rungs.slow_start), or a batch size measured
+    apart on a compiled stack, which compiles a graph of its own. (On H100 ladders those
+    were guessed only once compile, the last rung, ran, and came after it: 24-79 s past the
+    ladder's end in six calls of sessions 10-11.)"""
+    last = stack[-1]
+    return rungs.slow_start(last) or (last.name in apart.NAMES and any(rungs.compiles(c) for c in stack))
 
 
 def unique(gs: list[tuple[str, list[Candidate], bool]]) -> list[tuple[str, list[Candidate], bool]]:

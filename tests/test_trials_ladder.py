@@ -3,6 +3,8 @@ a one-run reference is timed again (confirm on demand), and when a fallback is t
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 
 from advisor import pipeline, trials
@@ -938,3 +940,26 @@ def test_a_safe_fix_on_a_stack_that_changed_numerics_is_held_to_that_tolerance(t
         assert rec["status"] == "accepted", rec["reason"]
     else:
         assert rec["status"] == "rejected" and rec["reason"].startswith("numerics"), rec["reason"]
+
+
+def test_a_batch_size_on_a_compiled_stack_is_guessed_while_compile_is_next(tmp_path, monkeypatch):
+    """The batch sizes measured apart compile graphs of their own: on H100 ladders they were
+    guessed only once compile, the last rung, ran, and were measured 24-79 s after the
+    ladder's end. While the rung before compile runs, the 2x batch on the stack with compile
+    kept is guessed two ahead, before quick-starting guesses (a retry of the rejected tf32)."""
+    amp = "amp(dtype=bfloat16)"
+    base = {**_timed(100.0), "startup": {"cuda_init": 1.0, "first_step": 2.0},
+            "config": {"dataloader": {"value": {"batch_size": 8}}}}
+    speeds = collections.defaultdict(lambda: [79.5])  # whatever comes after: no faster
+    speeds |= {(): [100.0], (amp,): [80.0], (amp, "tf32"): [80.5], (amp, "set-to-none"): [79.0],
+              (amp, "set-to-none", RO): [30.0], (amp, "set-to-none", RO, "batch-size(factor=2)"): _timed(50.0, batch=16),
+              (amp, "set-to-none", RO, "batch-size(factor=4)"): _timed(90.0, batch=32)}
+    findings = [_finding("amp", 5.0), _finding("tf32", 3.0), _finding("torch-compile", 1.0),
+                _finding("batch-size", 0.1), _finding("set-to-none", 0.05)]
+    env = {"gpu_count": 1, "gpu_name": "NVIDIA H100", "bf16_supported": True}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment=env, baseline=base, lookahead=4)
+    assert [c[0] for c in calls][:5] == ["00-baseline-repeat", "01-amp", "02-tf32", "03-set-to-none",
+                                         "04-torch-compile-reduce-overhead"], [c[0] for c in calls]
+    names = [g[0] for g in calls[3][3]]
+    assert names.index("apart-batch-size-x2") < names.index("04-tf32") < len(names), names
+    assert calls[3][3][names.index("apart-batch-size-x2")][1] == (amp, "set-to-none", RO, "batch-size(factor=2)")
