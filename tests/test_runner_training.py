@@ -711,6 +711,10 @@ def test_an_evaluation_pass_is_taken_out_of_the_window(tmp_path, capfd):
     script = write(tmp_path / "evals.py", """
         import sys, time, torch
         every, frozen = int(sys.argv[1]), sys.argv[2] == "frozen"
+        class Slow(torch.utils.data.Dataset):
+            def __len__(self): return 3
+            def __getitem__(self, i): time.sleep(0.1); return (torch.randn(2),)
+        slow_batches = torch.utils.data.DataLoader(Slow(), batch_size=1)
         model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 1))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         for i in range(1, 10000):
@@ -724,8 +728,8 @@ def test_an_evaluation_pass_is_taken_out_of_the_window(tmp_path, capfd):
             if i % every == 0:
                 model.eval()
                 with torch.no_grad():
-                    model(torch.randn(8, 2))
-                time.sleep(0.3)
+                    for (x,) in slow_batches:  # the evaluation's own loader: 0.3 s of waits
+                        model(x)
     """)
     res, *_ = run_advised(capfd, script, ["evals.py", "7", "-"], str(tmp_path), str(tmp_path / "a"),
                           warmup_steps=2, profile_steps=1, measure_steps=10)
@@ -733,6 +737,7 @@ def test_an_evaluation_pass_is_taken_out_of_the_window(tmp_path, capfd):
     assert res["left_out_steps"] == {"evaluation": 1} and 300 <= res["left_out_ms"] < 400
     assert len(res["step_times_ms"]) == 10 and 10 <= max(res["step_times_ms"]) < 100
     assert abs(sum(res["step_times_ms"]) - res["measure_window_ms"]) < 1.0  # the steps tile the window
+    assert max(res["data_wait_ms"]) < 5  # the evaluation's loader waits are not the steps'
     res, *_ = run_advised(capfd, script, ["evals.py", "10000", "frozen"], str(tmp_path), str(tmp_path / "b"),
                           warmup_steps=2, profile_steps=1, measure_steps=10)
     assert res["status"] == "complete" and res["left_out_steps"] == {}

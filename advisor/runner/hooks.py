@@ -137,9 +137,13 @@ class Hooks(CopyHooks):
                 batch = orig(it)
             finally:
                 loading(-1)
-                c.data_acc += perf_counter() - t0
+                evaluating = c.oneoffs.evaluating()  # its batches are neither the step's waits nor its loader
+                if not evaluating:
+                    c.data_acc += perf_counter() - t0
                 if tok is not None:
                     c.ranges.pop(tok)
+            if evaluating:
+                return batch
             if not hooks._batch_seen:
                 hooks._first_batch(it, batch)
             c.oneoffs.batch(first_tensor(batch))

@@ -84,6 +84,10 @@ class OneOffs:
         if self.timing and self._eval_t0 is None and shape[1:] == self._trailing:
             self._why = self._why or "new batch size"
 
+    def evaluating(self) -> bool:
+        """An evaluation pass is open (its DataLoader waits are not the training step's)."""
+        return self._eval_t0 is not None
+
     def backward(self) -> None:
         """A backward while a pass is open: the model trains in eval mode (a frozen BatchNorm
         recipe on the whole model), which is no evaluation."""
