@@ -398,3 +398,21 @@ def test_a_step_of_several_micro_batches_shows_them(tmp_path):
     out = StringIO()
     Console(file=out, width=200).print(trials_table(doc))
     assert "32x4" in out.getvalue()
+
+
+def test_the_terminal_ladder_keeps_its_figures_on_one_line_in_80_columns():
+    """In a log's 80 columns each trial's figures and verdict stay on one line (the reasons
+    follow the table, a line each): a reason inside the table wrapped a word a line."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from advisor.report.terminal import print_summary
+    doc = rundir.read_json(EXAMPLES / "h100-s11-call3" / "trials" / "run.json")
+    out = StringIO()
+    print_summary(doc, Console(file=out, width=80))
+    lines = out.getvalue().splitlines()
+    for t in doc["trials"]:
+        figures = f"{t['speedup_vs_baseline']:.2f}x"
+        assert any(line.startswith(figures) and t["status"] in line for line in lines), (t["name"], figures)
+        assert any(line.startswith(f"{t['name']}: {t['status']}, ") for line in lines), t["name"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -61,28 +62,42 @@ def batch_text(batch, micro=None) -> str:
 
 
 def trials_table(doc: dict) -> Table | None:
-    """The tutorials' ladder: baseline, then each trial with its verdict and cumulative speedup."""
+    """The tutorials' ladder: baseline, then each trial (by name: the fix it added) with its
+    verdict and cumulative speedup, its name last so that the figures keep their columns in a
+    log's 80. The verdicts' reasons follow the table (trial_reasons): inside it, a reason
+    wrapped a word a line."""
     trials = doc.get("trials") or []
     if not trials:
         return None
     meas = doc.get("measurement") or {}
-    table = Table("technique", "batch", "peak mem", "step ms", "samples/s", "vs baseline", "warm-up s", "verdict",
-                  title="trials (each in a fresh process; the fix applied at run time)")
+    table = Table("speedup", "ms/step", "samples/s", "batch", "GiB", "warm-up", "verdict", "trial",
+                  title="trials (each in a fresh process; the fix applied at run time)", box=box.SIMPLE_HEAD,
+                  padding=(0, 1), collapse_padding=True, pad_edge=False, show_edge=False)
+    for col in table.columns[:-1]:
+        col.no_wrap = True
+    table.columns[-1].overflow = "fold"
     mem = (doc.get("memory") or {}).get("max_allocated_bytes")
-    table.add_row("baseline", batch_text(meas.get("batch_size"), meas.get("micro_batches")) or "?", _gib(mem), _fmt(meas.get("step_time_ms"), nd=2),
-                  _fmt(meas.get("samples_per_s")), "1.00x", "", "")
+    table.add_row("1.00x", _fmt(meas.get("step_time_ms"), nd=2), _fmt(meas.get("samples_per_s"), nd=0),
+                  batch_text(meas.get("batch_size"), meas.get("micro_batches")) or "?", _gib(mem, unit=False), "", "",
+                  "baseline")
     for t in trials:
         sp = t.get("speedup_vs_baseline")
-        label = " + ".join(t.get("interventions") or []) or t.get("fix", "")
-        verdict = f"{t.get('status')}: {t.get('reason') or ''}"
-        table.add_row(escape(label), batch_text(t.get("batch_size"), t.get("micro_batches")), _gib(t.get("peak_memory_bytes")),
-                      _fmt(t.get("step_time_ms"), nd=2), _fmt(t.get("samples_per_s")),
-                      f"{sp:.2f}x" if sp else "", _fmt(t.get("warmup_cost_s"), nd=1), escape(verdict))
+        table.add_row(f"{sp:.2f}x" if sp else "", _fmt(t.get("step_time_ms"), nd=2), _fmt(t.get("samples_per_s"), nd=0),
+                      batch_text(t.get("batch_size"), t.get("micro_batches")), _gib(t.get("peak_memory_bytes"), unit=False),
+                      _fmt(t.get("warmup_cost_s"), " s"), escape(str(t.get("status") or "?")),
+                      escape(str(t.get("name") or t.get("fix") or "?")))
     return table
 
 
-def _gib(n) -> str:
-    return f"{n / 2**30:.2f} GiB" if n else "–"
+def trial_reasons(doc: dict) -> list[str]:
+    """Each trial's verdict in words, a line each (markup escaped); its stack is the kept
+    fixes before it plus what its name adds (the HTML report lists it whole)."""
+    return [f"[b]{escape(str(t.get('name') or '?'))}[/]: {escape(str(t.get('status') or '?'))}, "
+            f"{escape(str(t.get('reason') or ''))}" for t in doc.get("trials") or []]
+
+
+def _gib(n, unit: bool = True) -> str:
+    return (f"{n / 2**30:.2f} GiB" if unit else f"{n / 2**30:.2f}") if n else "–"
 
 
 def print_summary(doc: dict, console: Console) -> None:
@@ -104,6 +119,8 @@ def print_summary(doc: dict, console: Console) -> None:
     tt = trials_table(doc)
     if tt is not None:
         console.print(tt)
+        for line in trial_reasons(doc):
+            console.print(line, highlight=False)
     if (doc.get("patch") or {}).get("file"):
         console.print(f"accepted fixes as a patch: {escape(str(doc.get('run_dir')))}/fixes.patch (git apply)")
     for note in doc.get("notes") or []:
