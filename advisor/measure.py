@@ -78,8 +78,10 @@ def left_out_text(child: dict) -> str | None:
     return f"one-off costs out of the timed window: {'; '.join(parts)} ({(child.get('left_out_ms') or 0.0) / 1e3:.2f} s)"
 
 
-def samples_per_s(child: dict) -> float | None:
-    ms = step_ms(child)
+def samples_per_s(child: dict, ms: float | None = None) -> float | None:
+    """Samples a second: the step's batches (micro_batches) over its time, the window's unless
+    ``ms`` is given (a trial's mean over its runs)."""
+    ms = step_ms(child) if ms is None else ms
     batch = child.get("batch_size")
     return batch * micro_batches(child) * 1000.0 / ms if ms and batch else None
 

@@ -249,8 +249,7 @@ class _Ladder:
         if len(runs) > 1:
             rec["step_time_ms"] = measure.mean_step_ms(runs)
             rec["speedup_vs_baseline"] = measure.plus_one(measure.pooled_gain(runs, self.groups[0]))
-            if rec.get("batch_size"):
-                rec["samples_per_s"] = rec["batch_size"] * (rec.get("micro_batches") or 1) * 1000.0 / rec["step_time_ms"]
+            rec["samples_per_s"] = measure.samples_per_s(child, rec["step_time_ms"])
         self.trials.append(rec)
         if rec["status"] == "accepted":
             if cand.group is None:

@@ -59,10 +59,10 @@ NON_HITS = {"slow_loader": "num_workers=0: more workers come first (ADV103)",
 RANDOM_TRANSFORM = re.compile(r"Random|Augment|AugMix|ColorJitter|GaussianBlur|ElasticTransform")
 
 
-def _more_workers(ctx, dl: dict, workers: int) -> int | None:
+def _more_workers(ctx, random_transform, workers: int) -> int | None:
     """Twice the workers, up to the host's cores, when the transforms are random; else None."""
     cpus = int(ctx.environment.get("cpu_count") or 0)
-    if not RANDOM_TRANSFORM.search(str(dl.get("transforms") or "")) or cpus <= workers:
+    if not random_transform or cpus <= workers:
         return None
     return min(cpus, 2 * workers)
 
@@ -83,7 +83,8 @@ def check(ctx):
     t = ctx.thresholds
     severity = "warning" if profiled >= t.data_wait_frac or frac >= t.data_wait_frac_error else "info"
     per_step = float(measured.get("data_wait_ms_per_step") or 0.0)
-    more = _more_workers(ctx, dl, workers)
+    random_transform = RANDOM_TRANSFORM.search(str(dl.get("transforms") or ""))
+    more = _more_workers(ctx, random_transform, workers)
     if more:
         the_fix = fix("dataloader-workers", changes_numerics=False, where=ctx.where("dataloader"),
                       code=f"DataLoader(..., num_workers={more}, persistent_workers=True, prefetch_factor=4, "
@@ -101,7 +102,7 @@ def check(ctx):
                      f"DataLoader: num_workers={workers}, persistent_workers={dl.get('persistent_workers')}, "
                      f"prefetch_factor={dl.get('prefetch_factor')}"
                      + (f"; dataset: {dl['dataset_type']}" if dl.get("dataset_type") else "")]
-                    + ([f"random transforms ({RANDOM_TRANSFORM.search(str(dl.get('transforms'))).group(0)}...): "
+                    + ([f"random transforms ({random_transform.group(0)}...): "
                         f"stored samples would freeze them; {more} workers make them instead"] if more else []),
         "estimated_gain_ms": per_step,
         "fix": the_fix,

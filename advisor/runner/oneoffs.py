@@ -131,6 +131,10 @@ class OneOffs:
         self.eval_s, self._eval_t0, self._why = 0.0, None, None
         self._graphs = compiled_graphs()
 
+    def stop(self) -> None:
+        """The window closed: the profiled steps after it are not synced at .eval()."""
+        self.timing = False
+
     def take(self) -> tuple[str | None, float]:
         """At a step's end: (why the whole step is a one-off, or None; the evaluation seconds
         to take out of it). A pass still open goes on into the next step."""

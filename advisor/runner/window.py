@@ -79,7 +79,7 @@ class Window:
         if last:
             self.window_ms = (t - self._t0) * 1e3 - self.left_out_ms
             if self.one_offs is not None:
-                self.one_offs.timing = False  # the profiled steps after it are not synced at .eval()
+                self.one_offs.stop()
         return last
 
     def _whole_steps_left_out(self) -> int:
