@@ -173,6 +173,7 @@ def build_run_document(spec: dict, child: dict, analysis: dict | None, findings:
         "measurement": summarize_measurement(child),
         "losses": child.get("losses") or [],
         "config": child.get("config") or {},
+        "executed_lines": child.get("executed_lines") or {},
         "applied": child.get("interventions_applied") or [],
         "environment": child.get("environment") or {},
         "memory": child.get("memory") or {},

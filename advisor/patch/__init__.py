@@ -51,15 +51,16 @@ _EDITORS: dict[str, Callable[[PatchContext, dict, dict], dict]] = {
 
 
 def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | None = None,
-               *, cwd: str | None = None) -> tuple[str, list[dict]]:
+               *, cwd: str | None = None, executed: dict | None = None) -> tuple[str, list[dict]]:
     """Return (unified diff, one note per fix). ``config`` is the child's observed config;
     its ``where`` paths are resolved against ``cwd`` (default: the current directory), the
     script's directory and ``root`` (default: the script's directory; diff paths are
-    relative to it)."""
+    relative to it). ``executed``: the run's executed lines (run.json "executed_lines"):
+    edits are anchored only to statements that ran."""
     cwd = os.path.realpath(cwd or os.getcwd())
     script = os.path.realpath(os.path.join(cwd, script_path))
     root = os.path.realpath(os.path.join(cwd, root)) if root else os.path.dirname(script)
-    ctx = PatchContext(script=script, root=root, cwd=cwd, config=config or {})
+    ctx = PatchContext(script=script, root=root, cwd=cwd, config=config or {}, executed=executed or {})
     notes: list[dict] = []
     for fix in _with_required(list(fixes or []), ctx.config):
         fix = fix or {}

@@ -137,6 +137,34 @@ class PatchContext:
     config: dict
     files: dict = field(default_factory=dict)
     edits: list = field(default_factory=list)
+    # the run's executed lines ({"path": [lines]}, paths as the config's sites give them);
+    # empty when the run recorded none (an older run.json): then nothing is ruled out
+    executed: dict = field(default_factory=dict)
+    _ran: dict | None = None
+
+    # --- what ran
+    def ran_lines(self, f: SourceFile) -> set[int] | None:
+        """The lines of ``f`` that ran, or None when the run recorded no lines at all."""
+        if not self.executed:
+            return None
+        if self._ran is None:
+            self._ran = {}
+            for path, lines in self.executed.items():
+                real = self._resolve_path(str(path))
+                if real is not None:
+                    self._ran.setdefault(os.path.realpath(real), set()).update(int(x) for x in lines)
+        return self._ran.get(os.path.realpath(f.path), set())
+
+    def ran(self, f: SourceFile, stmt) -> bool | None:
+        """Whether a statement ran (for a compound statement, its header); None: not known."""
+        lines = self.ran_lines(f)
+        if lines is None:
+            return None
+        start, end = f.pos[stmt].start.line, f.pos[stmt].end.line
+        body = getattr(stmt, "body", None)
+        if isinstance(stmt, cst.BaseCompoundStatement) and body is not None and body in f.pos:
+            end = max(start, f.pos[body].start.line - 1)
+        return any(start <= ln <= end for ln in lines)
 
     # --- files and sites
     def file(self, path: str) -> SourceFile:

@@ -23,29 +23,68 @@ def _assign_target(stmt) -> str | None:
     return None
 
 
-def _model_binding(f: SourceFile, line: int):
+def _in_loop(f: SourceFile, stmt) -> bool:
+    """Whether ``stmt`` sits in a for/while loop of its own function (it runs every epoch)."""
+    node = f.parent.get(stmt)
+    while node is not None and not isinstance(node, (cst.FunctionDef, cst.Module, cst.ClassDef)):
+        if isinstance(node, (cst.For, cst.While)):
+            return True
+        node = f.parent.get(node)
+    return False
+
+
+def _placed_binding(ctx: PatchContext, skipped: list[str]):
+    """(file, statement, name) from the run's record of where the model was moved
+    (config "model": the script's frames of its last ``.to``/``.cuda``, innermost first): the
+    first frame whose statement binds or moves a name, outside a loop, in a file we edit."""
+    stack = (ctx.config.get("model") or {}).get("stack") or []
+    for where in stack:
+        try:
+            f, line = ctx.locate(str(where), "the model's placement")
+        except SkipFix as e:
+            skipped.append(str(e))
+            continue
+        stmt = f.stmt_at(line)
+        target = _assign_target(stmt) if stmt is not None else None
+        if target is None:
+            continue   # `return Net().to(dev)` in a helper: its caller binds the result
+        if _in_loop(f, stmt):
+            skipped.append(f"{location(f, line)} runs in a loop")
+            continue
+        return f, stmt, target
+    return None
+
+
+def _model_binding(ctx: PatchContext, f: SourceFile, line: int):
     """(statement, name) binding the model called on `line` (``out = model(x)`` → the last
-    ``model = ...`` before it), or None. The runner observes parameters at the model's first
-    call, so the site is usually the call, not where the model was made."""
+    ``model = ...`` before it that ran), or None. Used when the run recorded no placement
+    (a model made on its device, or a run.json from before placements were recorded)."""
     calls = f.calls_at(line, lambda c: dotted_name(c.func) is not None and bool(positional_args(c)))
     for call in calls:  # innermost first: criterion(model(x), y) -> model(x)
         name = dotted_name(call.func)
-        binds = [(s, st) for st, s, _e in f.stmts if s < line and _assign_target(st) == name]
+        binds = [(s, st) for st, s, _e in f.stmts if s < line and _assign_target(st) == name
+                 and ctx.ran(f, st) is not False]
         if binds:
             return max(binds, key=lambda t: t[0])[1], name
     return None
 
 
 def _model_stmt(ctx: PatchContext, fix: dict, what: str) -> tuple[SourceFile, object, str]:
-    """(file, statement, model name) where the model is created or moved to its device."""
-    f, line = ctx.site("parameters", fix)
-    found = _model_binding(f, line)
+    """(file, statement, model name) after which the model is converted or compiled: a
+    statement that ran, where the model was moved to its device (else bound)."""
+    skipped: list[str] = []
+    found = _placed_binding(ctx, skipped)
     if found is not None:
-        return f, found[0], found[1]
+        return found
+    f, line = ctx.site("parameters", fix)
+    binding = _model_binding(ctx, f, line)
+    if binding is not None:
+        return f, binding[0], binding[1]
     stmt = f.stmt_at(line)
     target = _assign_target(stmt) if stmt is not None else None
     if target is None:
-        raise SkipFix(f"the model is not assigned to a name at {location(f, line)}: add {what} yourself")
+        why = f" ({'; '.join(skipped)})" if skipped else ""
+        raise SkipFix(f"the model is not assigned to a name at {location(f, line)}{why}: add {what} yourself")
     return f, stmt, target
 
 
@@ -106,8 +145,66 @@ def _contains_backward(node) -> bool:
     return bool(found)
 
 
+def _names_read(node) -> set[str]:
+    """Every dotted name the statement reads, with its prefixes (``outputs.loss`` → also
+    ``outputs``): what an assignment before it must bind to feed it."""
+    out: set[str] = set()
+
+    class Reader(cst.CSTVisitor):
+        def visit_Attribute(self, n):
+            name = dotted_name(n)
+            if name:
+                parts = name.split(".")
+                out.update(".".join(parts[:k]) for k in range(1, len(parts) + 1))
+                return False
+            return True
+
+        def visit_Name(self, n):
+            out.add(n.value)
+
+    node.visit(Reader())
+    return out
+
+
+def _names_bound(stmt) -> set[str]:
+    """Names a simple statement assigns (``a = ``, ``a, b = ``, ``a += ``, ``self.x = ``)."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return set()
+    out: set[str] = set()
+
+    def add(t):
+        if isinstance(t, (cst.Tuple, cst.List)):
+            for el in t.elements:
+                add(el.value)
+        elif isinstance(t, cst.StarredElement):
+            add(t.value)
+        elif dotted_name(t):
+            out.add(dotted_name(t))
+    for small in stmt.body:
+        if isinstance(small, cst.Assign):
+            for t in small.targets:
+                add(t.target)
+        elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+            add(small.target)
+    return out
+
+
+def _last_feeding(block: list, i: int, j: int) -> int:
+    """The last statement in block[i+1:j] that the backward at block[j] depends on (through
+    the names it binds), or i: autocast covers the forward and the loss, not the logging,
+    ``.item()`` reads or ``zero_grad()`` between them and the backward."""
+    needed = _names_read(block[j])
+    last = i
+    for k in range(j - 1, i, -1):
+        if _names_bound(block[k]) & needed:
+            needed |= _names_read(block[k])
+            last = max(last, k)
+    return last
+
+
 def amp(ctx: PatchContext, fix: dict, p: dict) -> dict:
-    """Autocast from the model call through the loss, stopping before ``.backward()``."""
+    """Autocast around the model call and the loss computed from it, stopping before
+    ``.backward()`` and before statements the loss does not depend on."""
     f, line, stmt = _input_stmt(ctx, fix)
     dtype = p.get("dtype") or "bfloat16"
     device = device_type(ctx, p)
@@ -119,7 +216,7 @@ def amp(ctx: PatchContext, fix: dict, p: dict) -> dict:
     else:
         j = next((k for k in range(i + 1, len(block)) if _contains_backward(block[k])), None)
         if j is not None:
-            last = block[j - 1]
+            last = block[_last_feeding(block, i, j)]
         elif isinstance(f.parent.get(f.parent.get(stmt)), cst.FunctionDef):
             last = block[-1]   # a forward/loss helper: the loss is computed to the end of it
             add_warning(extra, "no .backward( after the model call in its function: wrapped to the end of the function")

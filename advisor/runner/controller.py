@@ -21,6 +21,7 @@ from advisor.runner.losses import read_losses
 from advisor.runner.oneoffs import OneOffs
 from advisor.runner.profiling import Profiling
 from advisor.runner.ranges import Ranges
+from advisor.runner.lines import STOP_AFTER_STEPS
 from advisor.runner.window import Window, settle_steps
 
 
@@ -103,6 +104,7 @@ class Controller(Profiling):
         self.observer = None        # observe.Observer
         self.sandbox = None         # sandbox.Sandbox (trials)
         self.hooks = None           # hooks.Hooks
+        self.lines = None           # lines.LineRecorder: the user's lines that ran (for the patch)
         self._progress = open(os.path.join(self.run_dir, "progress.jsonl"), "a", buffering=1,
                               encoding="utf-8")
         self._main_thread = threading.main_thread()
@@ -114,6 +116,8 @@ class Controller(Profiling):
         """A forked process (DataLoader worker, the script's own fork) is not the run: unhook."""
         self.forked = True
         self.pending = False
+        if self.lines is not None:
+            self.lines.after_fork()
         self.ranges.profiling = False
         self.prof = None
         try:
@@ -177,6 +181,7 @@ class Controller(Profiling):
             "interventions_applied": list(self.interventions_applied),
             "exit": dict(self.exit),
             "startup": {k: round(v, 3) for k, v in self.startup.items()},
+            "executed_lines": self.lines.doc() if self.lines is not None else {},
         }
 
     def save(self) -> None:
@@ -197,6 +202,8 @@ class Controller(Profiling):
         self.startup["script"] = time.time()
         self.progress("started", 0)
         self.save()
+        if self.lines is not None:
+            self.lines.start()
         if self.warmup == 0:
             self._after_warmup()
 
@@ -246,6 +253,8 @@ class Controller(Profiling):
 
     def _boundary_impl(self) -> None:
         n = self.steps_seen = self.steps_seen + 1
+        if n >= STOP_AFTER_STEPS and self.lines is not None:
+            self.lines.stop()
         if n == 1:
             self.startup["first_step"] = time.time()
             if self.hooks is not None:
@@ -331,6 +340,8 @@ class Controller(Profiling):
 
     def _enter_measure(self) -> None:
         self.phase = "measure"
+        if self.lines is not None:
+            self.lines.stop()
         # A compiled model keeps the loop hooks in place, switched off (Hooks.remove_loop_hooks):
         # taking them away recompiled it (one such step took 808 ms inside a window of 4 ms
         # steps on an H100). Its settle step lets CUDA graph trees finish recording untimed.
@@ -376,6 +387,8 @@ class Controller(Profiling):
     def finish(self, exc: BaseException | None) -> bool:
         """Save final results. Returns True when advisor stopped the script (exit 0 now)."""
         self.finishing = True
+        if self.lines is not None:
+            self.lines.stop()
         stopped = self.stop_requested or isinstance(exc, StopScript)
         if not stopped:
             if self.pending:  # the last step ended (its optimizer stepped) before the script did

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import warnings
 import weakref
 from collections.abc import Mapping
@@ -76,6 +77,9 @@ class Observer:
         self._zero_grad_seen = False
         self._items_seen = 0
         self._gpu = None
+        # module → the script's statements that moved it (.to/.cuda), each as the stack of the
+        # script's frames, innermost first: where the patch converts or compiles the model
+        self._placements: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ helpers
     def site(self):
@@ -116,6 +120,7 @@ class Observer:
             self._wrap_init(cls, "data-parallel observation", self._record_dp)
         self._patch_backends()
         self._patch_autocast()
+        self._patch_placement()
         self._start_gpu_query()
 
     def uninstall(self) -> None:
@@ -192,6 +197,9 @@ class Observer:
             return  # a loss module or a parameter-free wrapper: keep looking
         self.want_forward = False
         where = self.site()
+        entry = self._model_entry(module)
+        if entry is not None:
+            self.config["model"] = entry
         t = first_tensor(args)
         if t is not None:
             self.config["input"] = {"value": {"dtype": dtype_name(t.dtype), "shape": list(t.shape),
@@ -207,6 +215,49 @@ class Observer:
             "dtype": dtype_name(params[0].dtype), "conv_memory_format": conv_fmt,
             "count": int(sum(p.numel() for p in params)), "device": str(params[0].device)},
             "where": where}
+
+    def _patch_placement(self) -> None:
+        """Note where the script moves a module (``model.to(device)``, ``.cuda()``): the patch
+        puts its model edits after the last such statement that ran before the first forward,
+        wherever the name it is bound to is assigned again in branches that did not run."""
+        obs = self
+        for name in ("to", "cuda"):
+            orig = getattr(torch.nn.Module, name)
+
+            def make(orig):
+                @functools.wraps(orig)
+                def placed(module, *a, **k):
+                    if obs.want_forward and not torch.compiler.is_compiling():
+                        obs._safe("model placement observation", obs._record_placement, module)
+                    return orig(module, *a, **k)
+                return placed
+
+            self.patches.set(torch.nn.Module, name, make(orig))
+
+    def _record_placement(self, module) -> None:
+        caller = sys._getframe(3)   # _record_placement ← _safe ← placed ← the caller
+        while caller is not None and caller.f_code.co_name in ("to", "cuda") and \
+                not self.sites.is_script_code(caller.f_code.co_filename):
+            caller = caller.f_back  # a library's own override of .to (Lightning, transformers)
+        if caller is None or not self.sites.is_script_code(caller.f_code.co_filename):
+            return  # a library moving it (a trainer's strategy): not a statement of the script
+        stack, f = [], caller
+        while f is not None and len(stack) < 8:
+            if self.sites.is_script_code(f.f_code.co_filename):
+                stack.append(f"{self.sites.display(f.f_code.co_filename)}:{f.f_lineno}")
+            f = f.f_back
+        self._placements.setdefault(module, []).append(stack)
+
+    def _model_entry(self, module) -> dict | None:
+        """The model's config entry: its class, and the script's last statement that placed it
+        (the module, or the one a DataParallel/DDP/compile wrapper holds)."""
+        inner = getattr(module, "module", None) or getattr(module, "_orig_mod", None)
+        events = self._placements.get(module) or (self._placements.get(inner) if inner is not None else None)
+        value = {"class": type(inner if inner is not None else module).__name__,
+                 "wrapper": type(module).__name__ if inner is not None else None}
+        if not events:
+            return {"value": value, "where": None}
+        return {"value": value, "where": events[-1][0], "stack": events[-1]}
 
     def on_h2d(self, tensor, non_blocking: bool, in_loop: bool) -> bool:
         """Record an h2d copy made by user code. Returns True once nothing more is needed."""

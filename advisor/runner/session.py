@@ -42,6 +42,9 @@ def install(spec: dict):
     obs = observe.Observer(ctl)
     ctl.observer = obs
     obs.install()
+    from advisor.runner.lines import LineRecorder
+
+    ctl.lines = LineRecorder(obs.sites.is_script_code, obs.sites.display)
     hk = hooks.Hooks(ctl, obs)
     ctl.hooks = hk
     hk.install()
