@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 from rich.console import Console
 
-from advisor import pipeline, rundir
+from advisor import measure, pipeline, rundir
 from advisor.trials_prep import TrialsPrep
 
 err = Console(stderr=True, highlight=False)
@@ -55,6 +55,8 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=float, default=15.0, help="minutes for trials (default 15)")
     p.add_argument("--max-trials", type=int, default=16, help="most trials to run (default 16)")
     p.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before a trial is stopped (default 900)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="do not run the patched script as plain python to check fixes.patch")
     p.add_argument("--lookahead", type=int, default=None, metavar="N",
                    help="trial processes started ahead on a guess of the next trial, each waiting at the "
                         "script's first CUDA use (default: 2 with 8+ cores, 1 with 4+, 0 below; 0 turns it off)")
@@ -211,6 +213,12 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     _render(run_dir, doc)
     if not ns.no_trials and doc["status"] == "complete":
         _run_trials(ns, script, script_args, run_dir, opts, child, doc, started, prep.take_warm(), prep.take_held())
+    elif ns.applied and doc["status"] == "complete":
+        # --apply without trials: the baseline ran with the fixes; the patch must do the same
+        _patch_and_verify(ns, script, script_args, run_dir, opts, doc, child, ns.applied,
+                          measure.samples_per_s(child))
+        rundir.write_json(run_dir / "run.json", doc)
+        _render(run_dir, doc)
     if prep is not None:
         prep.close()
     if ns.json:
@@ -241,15 +249,41 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: flo
         doc["incomplete_reasons"].append("trials interrupted (Ctrl-C): the report shows what finished")
     if result["stack"]:
         # --apply's fixes were measured in every trial too: the patch carries them
-        fixes = [{"intervention": f["name"], "params": f["params"]} for f in [*ns.applied, *result["stack"]]]
-        diff, notes = make_patch(str(Path(script).absolute()), fixes, doc["config"],
-                                 root=str(Path(script).absolute().parent))
-        if diff:
-            (run_dir / "fixes.patch").write_text(diff)
-        doc["patch"] = {"file": "fixes.patch" if diff else None, "notes": notes}
+        _patch_and_verify(ns, script, script_args, run_dir, opts, doc, child, [*ns.applied, *result["stack"]],
+                          _stack_rate(result["trials"]))
     doc["trial_summary"]["analyze_wall_s"] = round(time.monotonic() - started, 1)  # baseline + trials
     rundir.write_json(run_dir / "run.json", doc)
     _render(run_dir, doc)
+
+
+def _stack_rate(trials: list[dict]) -> float | None:
+    """The kept stack's samples/s in the runner: the last accepted rung's."""
+    kept = [t for t in trials if t.get("status") == "accepted" and not t.get("apart")]
+    return kept[-1].get("samples_per_s") if kept else None
+
+
+def _patch_and_verify(ns, script, script_args, run_dir, opts, doc, child, stack: list[dict],
+                      stack_rate: float | None) -> None:
+    """fixes.patch for the kept stack (and --apply's fixes), then the patch run as plain python
+    (advisor.verify) unless --no-verify: doc["patch"]."""
+    from advisor import verify
+    from advisor.patch import make_patch
+
+    fixes = [{"intervention": f["name"], "params": f.get("params") or {}} for f in stack]
+    path = Path(script).absolute()
+    texts: dict = {}
+    diff, notes = make_patch(str(path), fixes, doc["config"], root=str(path.parent),
+                             executed=doc.get("executed_lines"), texts=texts, argv=script_args)
+    if diff:
+        (run_dir / "fixes.patch").write_text(diff)
+    doc["patch"] = {"file": "fixes.patch" if diff else None, "notes": notes}
+    if getattr(ns, "no_verify", False) or not (diff or any(n.get("argv_changes") for n in notes)):
+        return
+    rundir.write_json(run_dir / "run.json", doc)
+    say = lambda line: err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False)  # noqa: E731
+    doc["patch"]["verification"] = verify.verify(
+        script, script_args, run_dir, opts, diff, texts, notes, fixes, child, stack_rate,
+        timeout=ns.trial_timeout, stdout_to_stderr=ns.json, progress=say)
 
 
 def _render(run_dir: Path, doc: dict) -> None:

@@ -51,16 +51,20 @@ _EDITORS: dict[str, Callable[[PatchContext, dict, dict], dict]] = {
 
 
 def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | None = None,
-               *, cwd: str | None = None, executed: dict | None = None) -> tuple[str, list[dict]]:
+               *, cwd: str | None = None, executed: dict | None = None,
+               texts: dict | None = None, argv: list[str] | None = None) -> tuple[str, list[dict]]:
     """Return (unified diff, one note per fix). ``config`` is the child's observed config;
     its ``where`` paths are resolved against ``cwd`` (default: the current directory), the
     script's directory and ``root`` (default: the script's directory; diff paths are
     relative to it). ``executed``: the run's executed lines (run.json "executed_lines"):
-    edits are anchored only to statements that ran."""
+    edits are anchored only to statements that ran. ``texts``, when given, receives each
+    patched file's new text by its relative path. ``argv``: the script's arguments (a flag
+    the user passes is changed on the command line, not in the code)."""
     cwd = os.path.realpath(cwd or os.getcwd())
     script = os.path.realpath(os.path.join(cwd, script_path))
     root = os.path.realpath(os.path.join(cwd, root)) if root else os.path.dirname(script)
-    ctx = PatchContext(script=script, root=root, cwd=cwd, config=config or {}, executed=executed or {})
+    ctx = PatchContext(script=script, root=root, cwd=cwd, config=config or {}, executed=executed or {},
+                      argv=[str(a) for a in argv or []])
     notes: list[dict] = []
     for fix in _with_required(list(fixes or []), ctx.config):
         fix = fix or {}
@@ -82,7 +86,10 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
             note = {**note, "required_by": fix["required_by"], "why": fix.get("reason")}
         notes.append({"intervention": name, **note})
     _mark_superseded(notes)
-    return ctx.render(notes), notes
+    diff = ctx.render(notes)
+    if texts is not None:   # the patched files' texts, for advisor.verify
+        texts.update(ctx.texts)
+    return diff, notes
 
 
 # A fix whose edit takes another's place at the same call: the preloaded dataset's DataLoader

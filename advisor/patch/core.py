@@ -140,7 +140,17 @@ class PatchContext:
     # the run's executed lines ({"path": [lines]}, paths as the config's sites give them);
     # empty when the run recorded none (an older run.json): then nothing is ruled out
     executed: dict = field(default_factory=dict)
+    texts: dict = field(default_factory=dict)   # rel path → the patched text (render)
+    argv: list = field(default_factory=list)    # the script's arguments, as the run had them
+    text_edits: dict = field(default_factory=dict)  # a non-Python file's path → {line: new line}
     _ran: dict | None = None
+
+    def text_edit(self, path: str, line: int, new: str) -> None:
+        """Replace one line of a non-Python file in the project (a YAML config's value)."""
+        rel = os.path.relpath(os.path.realpath(path), self.root)
+        if rel.startswith(os.pardir):
+            raise SkipFix(f"{path} is outside {self.root}; not editing it")
+        self.text_edits.setdefault(os.path.realpath(path), {})[line] = new
 
     # --- what ran
     def ran_lines(self, f: SourceFile) -> set[int] | None:
@@ -276,6 +286,19 @@ class PatchContext:
                 continue
             if new != f.text:
                 chunks.append(unified_diff(f.text, new, f.rel))
+                self.texts[f.rel] = new
+        for path, lines in sorted(self.text_edits.items()):
+            rel = os.path.relpath(path, self.root).replace(os.sep, "/")
+            with open(path, encoding="utf-8", newline="") as fh:
+                old = fh.read()
+            rows = old.splitlines(keepends=True)
+            for n, text in lines.items():
+                end = rows[n - 1][len(rows[n - 1].rstrip("\r\n")):]
+                rows[n - 1] = text + end
+            new = "".join(rows)
+            if new != old:
+                chunks.append(unified_diff(old, new, rel))
+                self.texts[rel] = new
         for n in notes:
             n.pop("edits_at", None)
         return "".join(chunks)

@@ -9,6 +9,7 @@ import libcst as cst
 
 from .call_args import (code_of, find_arg, has_double_star, is_literal, keywordize, last_name, passes_literal, remove_arg,
                          set_arg, set_args)
+from . import knobs
 from .core import PRIO_INPUT, PatchContext, SkipFix, SourceFile, add_warning, applied, device_type, location
 
 LR_COMMENT = "# advisor: scale the learning rate with the batch"
@@ -30,8 +31,26 @@ def _dataloader_call(ctx: PatchContext, fix: dict) -> tuple[SourceFile, cst.Call
     return f, calls[0]
 
 
+def _kwargs_entry(f: SourceFile, call: cst.Call, name: str):
+    """The value ``name`` gets through the call's ``**kwargs`` when those are a dict built in
+    the same function (``train_kwargs.update(cuda_kwargs)``: pytorch/examples' layout)."""
+    stars = [a.value for a in call.args if a.star == "**"]
+    if not stars:
+        return None
+    func = f.parent.get(f.stmt_at(f.line_of(call)))
+    while func is not None and not isinstance(func, (cst.FunctionDef, cst.Module)):
+        func = f.parent.get(func)
+    lo, hi = (f.pos[func].start.line, f.pos[func].end.line) if func is not None else (0, 10 ** 9)
+    for node in f.pos:
+        if isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString) and \
+                node.key.evaluated_value == name and lo <= f.pos[node].start.line <= hi:
+            return node.value
+    return None
+
+
 def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
-    """dataloader-workers and pin-memory: one edit of the DataLoader call."""
+    """dataloader-workers and pin-memory: one edit of the DataLoader call, each value changed
+    where the user keeps it (a flag's default, a config entry: advisor.patch.knobs)."""
     name = fix.get("intervention")
     f, call = _dataloader_call(ctx, fix)
     here = location(f, f.line_of(call))
@@ -40,32 +59,49 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
         workers = max(2, min(8, os.cpu_count() or 2))
     pin = bool(p.get("pin_memory", True))
     prefetch = int(p.get("prefetch_factor", 4))
+    seen = ((ctx.config.get("dataloader") or {}).get("value") or {})
     edits: list[str] = []
+    extra: dict = {}
+    append: list[tuple[str, str, int | None]] = []
+    workers_code = None if workers is None else str(int(workers))
+    for arg, value, observed in (("num_workers", workers_code, seen.get("num_workers")),
+                                 ("pin_memory", "True" if pin else None, seen.get("pin_memory"))):
+        if value is None:
+            continue
+        found = find_arg(call, arg, _DL_POS[arg])
+        expr = found[1].value if found is not None else _kwargs_entry(f, call, arg)
+        if expr is None:
+            append.append((arg, value, _DL_POS[arg]))
+            edits.append(f"{arg}={value}")
+            continue
+        try:
+            done, more = knobs.set_value(ctx, f, expr, value, arg, observed)
+        except SkipFix as e:
+            add_warning(extra, str(e))
+            continue
+        edits += done
+        for k, v in more.items():
+            extra.setdefault(k, []).extend(v)
+        if arg == "num_workers" and found is not None and not knobs.is_literal_value(expr):
+            workers_code = code_of(expr)     # the user's expression: its new value comes from its source
     if workers is not None:
-        workers = int(workers)
-        edits.append(f"num_workers={workers}")
-        edits += ["persistent_workers=True", f"prefetch_factor={prefetch}"] if workers > 0 else \
-            ["persistent_workers and prefetch_factor removed (no workers)"]
-    if pin:
-        edits.append("pin_memory=True")
+        if int(workers) > 0 and workers_code == str(int(workers)):
+            append += [("persistent_workers", "True", None), ("prefetch_factor", str(prefetch), None)]
+            edits += ["persistent_workers=True", f"prefetch_factor={prefetch}"]
+        elif int(workers) > 0:  # a knob the user may still set to 0, where these two raise
+            append += [("persistent_workers", f"{workers_code} > 0", None),
+                       ("prefetch_factor", f"{prefetch} if {workers_code} > 0 else None", None)]
+            edits += [f"persistent_workers={workers_code} > 0", f"prefetch_factor={prefetch} (with workers)"]
     if not edits:
-        raise SkipFix("nothing to change: no num_workers and pin_memory=False")
+        raise SkipFix("; ".join(filter(None, [extra.get("warning"), "nothing to change"])))
 
     def edit(c: cst.Call) -> cst.Call:
-        items: list[tuple[str, str, int | None]] = []
-        if workers is not None:
-            items.append(("num_workers", str(workers), _DL_POS["num_workers"]))
-            if workers > 0:
-                items += [("persistent_workers", "True", None), ("prefetch_factor", str(prefetch), None)]
-            else:
-                c = remove_arg(remove_arg(c, "persistent_workers"), "prefetch_factor")
-        if pin:
-            items.append(("pin_memory", "True", _DL_POS["pin_memory"]))
-        return set_args(c, items)
+        if workers is not None and int(workers) == 0:
+            c = remove_arg(remove_arg(c, "persistent_workers"), "prefetch_factor")
+        todo = [(k, v, pos) for k, v, pos in append
+                if k not in ("persistent_workers", "prefetch_factor") or find_arg(c, k) is None]
+        return set_args(c, todo)
     ctx.on_node(f, call, edit)
-    extra: dict = {}
-    if has_double_star(call):
-        add_warning(extra, "the DataLoader call also takes **kwargs: check they do not set the same arguments")
     if pin:
         edits += _non_blocking(ctx, fix, extra)
     return applied(here, edits, **extra)

@@ -121,8 +121,19 @@ def print_summary(doc: dict, console: Console) -> None:
         console.print(tt)
         for line in trial_reasons(doc):
             console.print(line, highlight=False)
-    if (doc.get("patch") or {}).get("file"):
+    patch = doc.get("patch") or {}
+    if patch.get("file"):
         console.print(f"accepted fixes as a patch: {escape(str(doc.get('run_dir')))}/fixes.patch (git apply)")
+    for change in (c for n in patch.get("notes") or [] for c in n.get("argv_changes") or []):
+        console.print(f"run it with {escape(change['flag'])} {escape(str(change['to']))} "
+                      f"(the command line gave {escape(str(change['from']))})")
+    if isinstance(patch.get("verification"), dict):
+        from advisor.verify import shortfalls, summary_line
+        v = patch["verification"]
+        style = "green" if v.get("status") == "verified" else "yellow"
+        console.print(f"[{style}]{escape(summary_line(v))}[/]")
+        for line in shortfalls(v):
+            console.print(f"[yellow]  ✘ {escape(line)}[/]")
     for note in doc.get("notes") or []:
         console.print(f"[yellow]note:[/] {escape(note)}")
     console.print(f"report: {escape(str(doc.get('run_dir')))}/index.html")

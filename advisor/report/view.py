@@ -167,7 +167,14 @@ def patch_view(doc: dict, run_dir: Path | None) -> dict | None:
             text = (run_dir / str(p["file"])).read_text(encoding="utf-8", errors="replace")[:MAX_PATCH_CHARS]
         except OSError:
             missing = True
-    return {"file": p.get("file"), "text": text, "missing": missing,
+    v = p.get("verification") if isinstance(p.get("verification"), dict) else None
+    verification = None
+    if v:
+        from advisor.verify import shortfalls, summary_line
+        verification = {"line": summary_line(v), "ok": v.get("status") == "verified", "short": shortfalls(v),
+                        "argv": v.get("argv"), "runs": v.get("runs"),
+                        "argv_changes": [c for n in p.get("notes") or [] for c in n.get("argv_changes") or []]}
+    return {"file": p.get("file"), "text": text, "missing": missing, "verification": verification,
             "notes": [n for n in p.get("notes") or [] if isinstance(n, dict)], "hunks": split_hunks(text)}
 
 

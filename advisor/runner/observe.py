@@ -367,6 +367,23 @@ class Observer:
 
     def snapshot_backends(self) -> None:
         self._backend_values = self._read_backends()
+        self._safe("trained weights observation", self._record_trained)
+
+    def _record_trained(self) -> None:
+        """At the window: the memory format of the weights the anchor optimizer trains, and
+        the graphs torch.compile made. A model compiled from its first call shows neither at
+        its forward (the hooks do not run while Dynamo traces), and a patch's check needs both."""
+        anchor = self.ctl.anchor() if self.ctl.anchor is not None else None
+        fmt = None
+        for group in (anchor.param_groups if anchor is not None else []):
+            p = next((p for p in group["params"] if p.dim() >= 4), None)
+            if p is not None:
+                fmt = memory_format_of(p)
+                break
+        dynamo = sys.modules.get("torch._dynamo.utils")
+        graphs = int(dynamo.counters["stats"]["unique_graphs"]) if dynamo is not None else 0
+        self.config["trained_weights"] = {"value": {"conv_memory_format": fmt, "compiled_graphs": graphs},
+                                          "where": None}
 
     @staticmethod
     def _read_backends() -> dict:

@@ -59,7 +59,8 @@ def install(spec: dict):
     if spec.get("sandbox_writes"):
         from advisor.runner.sandbox import Sandbox
 
-        project = (ctl.cwd, os.path.dirname(os.path.abspath(spec["script"])))
+        # project_dirs: the user's own tree behind a patched copy (advisor.verify's overlay)
+        project = (ctl.cwd, os.path.dirname(os.path.abspath(spec["script"])), *(spec.get("project_dirs") or ()))
         ctl.sandbox = Sandbox(ctl.run_dir, ctl.note, also_allowed=(os.path.dirname(ctl.tb_dir),), project=project)
         ctl.sandbox.install()
     _SESSION = ctl

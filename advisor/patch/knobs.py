@@ -1,0 +1,213 @@
+"""The user's knobs stay alive: a value that comes from a flag, a config file or a constant is
+changed where the user keeps it, not replaced by a literal at the call.
+
+``num_workers=args.workers`` becomes ``add_argument("--workers", default=8)`` (or, when the
+user passes ``--workers 4`` on the command line, the advice to pass ``--workers 8``);
+``num_workers=params.num_data_workers`` becomes ``num_data_workers: 8`` in the YAML section
+the run read; ``**loader_kwargs`` has its ``'num_workers': 1`` entry changed; ``WORKERS = 2``
+its literal. Where the source cannot be found the expression is kept and the note says which
+value to give it. The run's executed lines decide between several candidates: only what ran.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import libcst as cst
+
+from .call_args import code_of, dotted_name, find_arg, last_name, set_arg
+from .core import PatchContext, SkipFix, SourceFile, location
+
+_LITERALS = (cst.Integer, cst.Float, cst.SimpleString)
+_YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def is_literal_value(expr) -> bool:
+    if isinstance(expr, _LITERALS):
+        return True
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.expression, (cst.Integer, cst.Float)):
+        return True
+    return isinstance(expr, cst.Name) and expr.value in ("True", "False", "None")
+
+
+def _key_of(expr) -> str | None:
+    """The knob's name: ``args.workers`` → workers, ``cfg["num_workers"]`` → num_workers."""
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+        idx = expr.slice[0].slice
+        if isinstance(idx, cst.Index) and isinstance(idx.value, cst.SimpleString):
+            return str(idx.value.evaluated_value)
+        return None
+    return last_name(expr)
+
+
+def _files(ctx: PatchContext, f: SourceFile) -> list[SourceFile]:
+    """The user's files that ran (the script and ``f`` always), parsed."""
+    out = {id(f): f}
+    for path in [ctx.script, *ctx.executed]:
+        real = ctx._resolve_path(str(path))
+        if real is None:
+            continue
+        try:
+            g = ctx.file(real)
+        except SkipFix:
+            continue
+        out.setdefault(id(g), g)
+    return list(out.values())
+
+
+def _ran(ctx: PatchContext, f: SourceFile, node) -> bool:
+    stmt = f.stmt_at(f.line_of(node))
+    return stmt is None or ctx.ran(f, stmt) is not False
+
+
+# ----------------------------------------------------------------------------- argparse
+
+def _dest(call: cst.Call) -> tuple[str | None, list[str]]:
+    """(dest, option strings) of an ``add_argument(...)`` call."""
+    opts = [a.value.evaluated_value for a in call.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
+    given = find_arg(call, "dest")
+    if given is not None and isinstance(given[1].value, cst.SimpleString):
+        return str(given[1].value.evaluated_value), opts
+    longs = [o for o in opts if o.startswith("--")]
+    if longs:
+        return longs[0][2:].replace("-", "_"), opts
+    if opts and not opts[0].startswith("-"):
+        return opts[0], opts
+    return (opts[0].lstrip("-").replace("-", "_") if opts else None), opts
+
+
+def _in_argv(argv: list[str], opts: list[str]) -> tuple[str, str] | None:
+    """(flag, value) the user passed for this option, if any."""
+    for i, tok in enumerate(argv):
+        for o in opts:
+            if not o.startswith("-"):
+                continue
+            if tok == o and i + 1 < len(argv):
+                return o, argv[i + 1]
+            if o.startswith("--") and tok.startswith(o + "="):
+                return o, tok.split("=", 1)[1]
+    return None
+
+
+def _argparse(ctx: PatchContext, files: list[SourceFile], key: str, new: str, what: str):
+    for g in files:
+        for call, _s, _e in g.calls:
+            if last_name(call.func) != "add_argument":
+                continue
+            dest, opts = _dest(call)
+            if dest != key:
+                continue
+            passed = _in_argv(ctx.argv, opts)
+            if passed is not None:
+                flag, old = passed
+                value = new if not (new.startswith(("'", '"'))) else new[1:-1]
+                return ([f"{what}: pass {flag} {value} (the command line gave {flag} {old})"],
+                        {"argv_changes": [{"flag": flag, "from": old, "to": value}]})
+            ctx.on_node(g, call, lambda c: set_arg(c, "default", new))
+            return [f"{what}: the default of {'/'.join(o for o in opts if o.startswith('-')) or key} "
+                    f"becomes {new} at {location(g, g.line_of(call))}"], {}
+    return None
+
+
+# ----------------------------------------------------------------------------- YAML
+
+def _yaml_files(root: str, limit: int = 200) -> list[str]:
+    out = []
+    for base, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules")]
+        out += [os.path.join(base, n) for n in names if n.endswith(_YAML_SUFFIXES)]
+        if len(out) >= limit:
+            break
+    return sorted(out)[:limit]
+
+
+def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
+    """A ``key: value`` line in the project's YAML files; where several sections set it, the
+    one the command line names (``--config short``), else the one named default."""
+    pat = re.compile(rf"^(\s*){re.escape(key)}\s*:\s*([^#\n]*?)\s*(#.*)?$")
+    hits = []
+    for path in _yaml_files(ctx.root):
+        try:
+            lines = open(path, encoding="utf-8").read().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        section = None
+        for n, line in enumerate(lines, 1):
+            top = re.match(r"^([A-Za-z_][\w-]*)\s*:", line)
+            if top:
+                section = top.group(1)
+            m = pat.match(line)
+            if m and m.group(2):
+                hits.append((path, n, line, m, section))
+    if observed is not None:
+        hits = [h for h in hits if h[3].group(2).strip().strip("'\"").lower() == str(observed).lower()] or hits
+    if len(hits) > 1:
+        named = [h for h in hits if h[4] and h[4] in ctx.argv] or [h for h in hits if h[4] == "default"]
+        hits = named if len(named) == 1 else hits
+    if len(hits) != 1:
+        return None
+    path, n, line, m, section = hits[0]
+    value = new if new not in ("True", "False") else new.lower()
+    ctx.text_edit(path, n, f"{m.group(1)}{key}: {value}" + (f"  {m.group(3)}" if m.group(3) else ""))
+    rel = os.path.relpath(path, ctx.root)
+    return [f"{what}: {key}: {value} in {rel}:{n}" + (f" (section {section})" if section else "")], {}
+
+
+# ----------------------------------------------------------------------------- assignments
+
+def _sources(ctx: PatchContext, files: list[SourceFile], key: str):
+    """Where a value named ``key`` is made: dict entries ``{"key": v}``, ``dict(key=v)``,
+    ``key = v`` and dataclass fields ``key: int = v`` (or ``field(default=v)``), that ran."""
+    out = []
+    for g in files:
+        for node in g.pos:
+            if isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString) and \
+                    node.key.evaluated_value == key and _ran(ctx, g, node):
+                out.append((g, node.value))
+            elif isinstance(node, cst.Call) and last_name(node.func) == "dict" and _ran(ctx, g, node):
+                found = find_arg(node, key)
+                if found is not None:
+                    out.append((g, found[1].value))
+        for st, _s, _e in g.stmts:
+            if not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1 or ctx.ran(g, st) is False:
+                continue
+            small = st.body[0]
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and dotted_name(small.targets[0].target) == key:
+                out.append((g, small.value))
+            elif isinstance(small, cst.AnnAssign) and dotted_name(small.target) == key and small.value is not None:
+                v = small.value
+                if isinstance(v, cst.Call) and last_name(v.func) == "field":
+                    d = find_arg(v, "default")
+                    v = d[1].value if d is not None else None
+                if v is not None:
+                    out.append((g, v))
+    return out
+
+
+def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, observed=None,
+              _depth: int = 0) -> tuple[list[str], dict]:
+    """Make the value ``expr`` (in ``f``) be ``new`` when the script runs, changing it where
+    the user keeps it. Returns (edit descriptions, note fields such as argv_changes); raises
+    SkipFix, saying which value to give, when its source cannot be found."""
+    if is_literal_value(expr):
+        ctx.on_node(f, expr, lambda _n: cst.parse_expression(new))
+        return [f"{what}={new} at {location(f, f.line_of(expr))}"], {}
+    key = _key_of(expr)
+    if key is None or _depth > 3:
+        raise SkipFix(f"{what} comes from `{code_of(expr)}` at {location(f, f.line_of(expr))}: give it {new}")
+    files = _files(ctx, f)
+    found = _argparse(ctx, files, key, new, what)
+    if found is not None:
+        return found
+    for g, value in _sources(ctx, files, key):
+        if value is expr:
+            continue
+        try:
+            return set_value(ctx, g, value, new, what, observed, _depth + 1)
+        except SkipFix:
+            continue
+    found = _yaml(ctx, key, new, observed, what)
+    if found is not None:
+        return found
+    raise SkipFix(f"{what} comes from `{code_of(expr)}` at {location(f, f.line_of(expr))}: give it {new}")

@@ -1,0 +1,254 @@
+"""Does fixes.patch do, as plain python, what the trials measured?
+
+After the ladder, the patch is applied to a scratch copy of the script's tree (never the
+user's files) and the patched script runs in a fresh process under the same step detection
+and timing, with no fix applied at run time. Its samples/s against the baseline and against
+the in-run stack is ``patch.verification`` in run.json; each kept fix is then checked in what
+that run observed (the weights' memory format, autocast, compiled graphs, the DataLoader's
+arguments, ...), so a patch that falls short names the edit that did not take, at file:line.
+
+The scratch copy is an overlay: the directories that hold a patched file (and the script) are
+real, everything else in them links back to the user's tree, so data beside the script is
+found and nothing large is copied. The run's writes into the user's tree are redirected
+(runner/sandbox.py), as a trial's are.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from advisor import measure, pipeline
+
+NAME = "verify-plain-python"
+SHORT = 0.90          # under this fraction of the stack, the report names what did not take
+
+
+# ----------------------------------------------------------------------------- the overlay
+
+def patched_files(diff: str) -> list[str]:
+    """The relative paths a unified diff writes (its ``+++ b/...`` lines)."""
+    return [m.group(1).strip() for m in re.finditer(r"^\+\+\+ b/(.+)$", diff, re.M)]
+
+
+def build_overlay(root: str, dest: str, copies: list[str]) -> None:
+    """``dest`` mirrors ``root``: each file in ``copies`` (relative paths) is a real copy, the
+    directories above them are real, every other entry of those directories links to the
+    original."""
+    root, dest = os.path.realpath(root), os.path.abspath(dest)
+    shutil.rmtree(dest, ignore_errors=True)
+    real_dirs = {""}
+    for rel in copies:
+        parts = Path(rel).parts[:-1]
+        real_dirs.update(os.path.join(*parts[:k]) if k else "" for k in range(len(parts) + 1))
+    for d in sorted(real_dirs):
+        os.makedirs(os.path.join(dest, d), exist_ok=True)
+        try:
+            entries = os.listdir(os.path.join(root, d))
+        except OSError:
+            continue
+        for name in entries:
+            rel = os.path.join(d, name) if d else name
+            if rel in real_dirs or name == "__pycache__":
+                continue
+            src, out = os.path.join(root, rel), os.path.join(dest, rel)
+            if rel in copies:
+                shutil.copy2(src, out)
+            else:
+                os.symlink(src, out)
+
+
+def apply_patch(diff: str, tree: str, texts: dict[str, str]) -> str | None:
+    """Apply ``diff`` in ``tree`` as a user would (``git apply``, else ``patch -p1``); where
+    neither tool is there, the patched texts are written. Returns an error, or None."""
+    # GIT_CEILING_DIRECTORIES: the run directory may sit inside the user's repository, and
+    # git apply run there would take the patch's paths from that repository's root
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": os.path.dirname(os.path.abspath(tree))}
+    for cmd in (["git", "apply", "-"], ["patch", "-p1", "-s", "--no-backup-if-mismatch"]):
+        if shutil.which(cmd[0]) is None:
+            continue
+        proc = subprocess.run(cmd, input=diff, text=True, cwd=tree, capture_output=True, env=env)
+        if proc.returncode != 0:
+            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+            return f"{' '.join(cmd[:2])} failed: {last[0] if last else proc.returncode}"
+        wrong = [rel for rel, text in texts.items() if Path(tree, rel).read_text() != text]
+        return f"{' '.join(cmd[:2])} wrote other text than the patch's into {', '.join(wrong)}" if wrong else None
+    for rel, text in texts.items():
+        Path(tree, rel).write_text(text)
+    return None
+
+
+def argv_with_changes(argv: list[str], notes: list[dict]) -> list[str]:
+    """The script's arguments with the patch's flag changes (a value the user passes on the
+    command line is changed there, not in the code: ``--workers 4`` → ``--workers 8``)."""
+    out = list(argv)
+    for n in notes:
+        for ch in n.get("argv_changes") or []:
+            flag, value = ch["flag"], str(ch["to"])
+            for i, tok in enumerate(out):
+                if tok == flag and i + 1 < len(out):
+                    out[i + 1] = value
+                elif tok.startswith(flag + "="):
+                    out[i] = f"{flag}={value}"
+    return out
+
+
+# ----------------------------------------------------------------------------- checks
+
+def _value(config: dict, key: str) -> dict:
+    v = (config.get(key) or {}).get("value")
+    return v if isinstance(v, dict) else {}
+
+
+def _check(fix: dict, config: dict, base: dict) -> tuple[bool | None, str, str]:
+    """(took effect?, expected, observed) for one kept fix, from the verification run's config;
+    None where the run cannot show it."""
+    name, p = fix.get("intervention"), fix.get("params") or {}
+    loader, trained = _value(config, "dataloader"), _value(config, "trained_weights")
+    if name == "channels-last":
+        fmt = trained.get("conv_memory_format") or _value(config, "parameters").get("conv_memory_format")
+        return (None if fmt is None else fmt == "channels_last"), "weights in channels_last", f"weights {fmt}"
+    if name == "amp":
+        ac = _value(config, "autocast")
+        want = p.get("dtype") or "bfloat16"
+        ok = bool(ac.get("enabled")) and ac.get("dtype") == want
+        return ok, f"autocast {want}", f"autocast {ac.get('dtype')}" if ac.get("enabled") else "no autocast"
+    if name == "torch-compile":
+        graphs = trained.get("compiled_graphs")
+        return (None if graphs is None else graphs > 0), "torch.compile graphs", f"{graphs} compiled graphs"
+    if name == "dataloader-workers":
+        want = p.get("num_workers")
+        got = loader.get("num_workers")
+        return (None if want is None or got is None else got >= int(want)), f"num_workers={want}", f"num_workers={got}"
+    if name == "pin-memory":
+        got = loader.get("pin_memory")
+        return (None if got is None else bool(got)), "pin_memory=True", f"pin_memory={got}"
+    if name == "preload-dataset":
+        got = loader.get("dataset_type")
+        return (None if got is None else got == "_PreloadedOnDevice"), "dataset _PreloadedOnDevice", f"dataset {got}"
+    if name == "precompute-samples":
+        got = loader.get("dataset_type")
+        return (None if got is None else got == "list"), "dataset a list of samples", f"dataset {got}"
+    if name == "set-to-none":
+        got = _value(config, "zero_grad").get("set_to_none")
+        return (None if got is None else bool(got)), "zero_grad(set_to_none=True)", f"set_to_none={got}"
+    if name == "fused-optimizer":
+        opt = _value(config, "optimizer")
+        ok = bool(opt.get("fused")) or bool(opt.get("foreach"))
+        return (ok if opt else None), "fused (or foreach) optimizer", f"fused={opt.get('fused')}, foreach={opt.get('foreach')}"
+    if name in ("cudnn-benchmark", "tf32"):
+        key = "cudnn.benchmark" if name == "cudnn-benchmark" else "tf32.matmul"
+        got = (config.get(key) or {}).get("value")
+        return (None if got is None else bool(got)), f"{key} = True", f"{key} = {got}"
+    if name == "batch-size":
+        want = (base.get("batch_size") or 0) * int(p.get("factor", 2))
+        got = loader.get("batch_size")
+        return (None if got is None or not want else got == want), f"batch size {want}", f"batch size {got}"
+    return None, "", "not checked in the run's observations"
+
+
+def checks(fixes: list[dict], notes: list[dict], config: dict, base: dict) -> list[dict]:
+    """One row per fix: did its edit take effect in the patched run, and where is it."""
+    where = {n.get("intervention"): n for n in notes}
+    rows = []
+    for fix in fixes:
+        note = where.get(fix.get("intervention")) or {}
+        ok, want, got = _check(fix, config, base)
+        if not note.get("applied"):
+            ok = False if ok is not True else ok
+        rows.append({"fix": fix.get("intervention"), "took_effect": ok, "expected": want, "observed": got,
+                     "where": note.get("where"), "placed": bool(note.get("applied")),
+                     "reason": None if note.get("applied") else note.get("reason")})
+    return rows
+
+
+# ----------------------------------------------------------------------------- the run
+
+def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, texts: dict[str, str],
+           notes: list[dict], fixes: list[dict], baseline: dict, stack_samples_per_s: float | None,
+           *, timeout: float, stdout_to_stderr: bool = False, progress=None) -> dict:
+    """Apply ``diff`` to an overlay of the script's directory, run the patched script as plain
+    python (timed, no fix at run time) and compare; returns ``patch.verification``."""
+    from advisor.runner.parent import run_child
+
+    script = os.path.realpath(script)
+    root = os.path.dirname(script)
+    tree = Path(run_dir) / "verify" / "tree"
+    copies = sorted({*patched_files(diff), os.path.basename(script)})
+    build_overlay(root, str(tree), copies)
+    error = apply_patch(diff, str(tree), texts)
+    out: dict = {"tree": os.path.relpath(tree, run_dir), "argv": argv_with_changes(script_args, notes), "runs": 0}
+    if error:
+        return {**out, "status": "not applied", "error": error}
+    patched = str(tree / os.path.basename(script))
+    runs: list[dict] = []
+    for attempt in range(2):
+        spec = pipeline.trial_spec(patched, out["argv"], run_dir, opts, NAME if not attempt else f"{NAME}-2", [],
+                                   profile=False)
+        spec["project_dirs"] = [root]
+        if progress:
+            progress("verifying fixes.patch as plain python" + (" (again)" if attempt else ""))
+        child = run_child(spec, timeout=timeout, step_timeout=opts.step_timeout, stdout_to_stderr=stdout_to_stderr)
+        if not measure.step_times(child):
+            out.update(status="failed", error=pipeline_reason(child), runs=len(runs) + 1)
+            break
+        runs.append(child)
+        rate = _rate(runs)
+        if not stack_samples_per_s or rate / stack_samples_per_s >= SHORT:
+            break
+    if runs:
+        rate = _rate(runs)
+        base_rate = measure.samples_per_s(baseline)
+        frac = rate / stack_samples_per_s if stack_samples_per_s else None
+        out.update(runs=len(runs), samples_per_s=rate, step_time_ms=measure.mean_step_ms(runs),
+                   speedup_vs_baseline=rate / base_rate if base_rate else None, of_stack=frac,
+                   stack_samples_per_s=stack_samples_per_s,
+                   status="verified" if frac is None or frac >= SHORT else "short")
+        out["checks"] = checks(fixes, notes, runs[-1].get("config") or {}, baseline)
+        losses = [x for x in runs[-1].get("losses") or [] if isinstance(x, (int, float))]
+        out["loss_finite"] = bool(losses) and all(x == x and abs(x) != float("inf") for x in losses)
+    return out
+
+
+def _rate(runs: list[dict]) -> float:
+    ms = measure.mean_step_ms(runs)
+    return measure.samples_per_s(runs[0], ms) or 0.0
+
+
+def pipeline_reason(child: dict) -> str:
+    from advisor.runner.parent import format_reasons
+
+    try:
+        return format_reasons(child) or "the patched script measured no step"
+    except Exception:  # noqa: BLE001 - a reason, not a crash
+        return "the patched script measured no step"
+
+
+def summary_line(v: dict) -> str:
+    """The headline, in words: "verified as plain python: 1,234 samples/s (2.40x, 96% of the stack)"."""
+    status = v.get("status")
+    if status in ("not applied", "failed"):
+        return f"fixes.patch as plain python: {status} ({v.get('error')})"
+    parts = []
+    if v.get("speedup_vs_baseline"):
+        parts.append(f"{v['speedup_vs_baseline']:.2f}x")
+    if v.get("of_stack"):
+        parts.append(f"{v['of_stack'] * 100:.0f}% of the stack")
+    rate = f"{v.get('samples_per_s') or 0:,.0f} samples/s"
+    head = "verified as plain python" if status == "verified" else "fixes.patch as plain python falls short"
+    return f"{head}: {rate} ({', '.join(parts)})" if parts else f"{head}: {rate}"
+
+
+def shortfalls(v: dict) -> list[str]:
+    """What did not take, each with its place in the user's files."""
+    out = []
+    for c in v.get("checks") or []:
+        if c.get("took_effect") is False:
+            at = f" at {c['where']}" if c.get("where") else ""
+            why = f": {c['reason']}" if c.get("reason") else ""
+            out.append(f"{c['fix']}: the edit{at} did not take effect (expected {c['expected']}, "
+                       f"observed {c['observed']}){why}")
+    return out
