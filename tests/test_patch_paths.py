@@ -1,0 +1,243 @@
+"""fixes.patch on the path that runs, with the user's knobs alive, verified as plain python.
+
+A real CPU run of a research-code layout (tests/fixtures/scripts/trainer_layout: a Trainer
+class whose model is wrapped for DDP only under ``if dist.is_initialized()``, a loader made in
+a helper module from a YAML section) with forced fixes: the patch must put the model edits
+after the statement that ran, keep autocast to the forward and the loss, change
+``num_data_workers`` in the YAML section the command line chose, and the patched copy, run
+as plain python by advisor itself, must show every edit taking effect.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from advisor import verify
+from advisor.patch import make_patch
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYOUT = ROOT / "tests" / "fixtures" / "scripts" / "trainer_layout"
+FORCED = "channels-last,amp,set-to-none,dataloader-workers:num_workers=2"
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+@pytest.fixture(scope="module")
+def layout_run(tmp_path_factory):
+    """advisor analyze --apply ... --no-trials on a copy of the layout, run from another cwd."""
+    tmp = tmp_path_factory.mktemp("layout")
+    src = tmp / "project"
+    shutil.copytree(LAYOUT, src)
+    before = _digest(src)
+    cwd = tmp / "cwd"
+    cwd.mkdir()
+    out = tmp / "run"
+    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", "--no-trials", "--apply", FORCED,
+                           "--steps", "8", "--min-time", "0", "--out", str(out), str(src / "train.py"),
+                           "--config", "short", "--epochs", "4"],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
+    return {"proc": proc, "out": out, "src": src, "before": before,
+            "doc": json.loads((out / "run.json").read_text())}
+
+
+def test_patch_edits_the_statements_that_ran(layout_run):
+    proc, out = layout_run["proc"], layout_run["out"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    diff = (out / "fixes.patch").read_text()
+    lines = diff.splitlines()
+    # channels_last right after the model's placement, not inside the DDP branch after it
+    i = lines.index("+        self.model = self.model.to(memory_format=torch.channels_last)")
+    assert lines[i - 1].strip() == "self.model = Net().to(self.device)"
+    assert lines[i + 1].strip().startswith("if dist.is_available()")
+    # autocast around the forward and the loss only: the .item() read stays outside
+    w = next(k for k, ln in enumerate(lines) if "with torch.autocast(" in ln)
+    block = lines[w + 1:w + 3]
+    assert [b.strip("+ ") for b in block] == ["gen = self.model(inp)", "loss = self.loss_obj(gen, tar)"]
+    assert "+                tr_loss += loss.item()" not in lines
+    # the knob: the YAML section the command line chose, the expression kept at the call
+    assert "+  num_data_workers: 2" in lines and "-  num_data_workers: 0" in lines
+    hunk = diff[diff.index("+++ b/config/train.yaml"):]
+    assert "short:" in hunk
+    assert "num_workers=params.num_data_workers," in diff
+    for rel in layout_run["doc"]["patch"]["notes"]:
+        assert rel["applied"], rel
+
+
+def test_patch_verified_as_plain_python(layout_run):
+    v = layout_run["doc"]["patch"]["verification"]
+    assert v["runs"] >= 1 and v["samples_per_s"] > 0 and v["status"] in ("verified", "short")
+    assert v["loss_finite"]
+    assert {c["fix"]: c["took_effect"] for c in v["checks"]} == {
+        "channels-last": True, "amp": True, "set-to-none": True, "dataloader-workers": True}
+    assert "verified as plain python" in layout_run["proc"].stderr or "falls short" in layout_run["proc"].stderr
+    # the user's files were never written; the patched copy lives in the run directory
+    assert _digest(layout_run["src"]) == layout_run["before"]
+    tree = layout_run["out"] / v["tree"]
+    assert "num_data_workers: 2" in (tree / "config" / "train.yaml").read_text()
+    assert (tree / "utils").is_dir() and not (tree / "utils").is_symlink()
+    assert (tree / "utils" / "params.py").is_symlink()
+    html = (layout_run["out"] / "index.html").read_text()
+    assert 'id="verification"' in html and "as plain python" in html
+
+
+def test_executed_lines_and_model_placement_are_recorded(layout_run):
+    doc = layout_run["doc"]
+    model = doc["config"]["model"]
+    assert model["value"]["class"] == "Net"
+    assert model["where"].endswith("train.py:27") and model["stack"][0] == model["where"]
+    ran = {Path(k).name: set(v) for k, v in doc["executed_lines"].items()}
+    assert 27 in ran["train.py"] and 29 not in ran["train.py"]   # the DDP wrap did not run
+    assert 7 in ran["data.py"]
+    assert not any("torch" in k.split(os.sep)[0] for k in doc["executed_lines"])
+
+
+# ----------------------------------------------------------------------------- without a run
+
+def _project(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip())
+    return tmp_path
+
+
+MNIST_LAYOUT = """
+import argparse
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def train(args, model, device, train_loader, optimizer):
+    for data, target in train_loader:
+        data, target = data.to(device), target.to(device)
+        optimizer.zero_grad()
+        output = model(data)
+        loss = torch.nn.functional.cross_entropy(output, target)
+        loss.backward()
+        optimizer.step()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+    device = torch.device("cpu")
+    train_kwargs = {"batch_size": args.batch_size}
+    cuda_kwargs = {"num_workers": 1, "pin_memory": True, "shuffle": True}
+    train_kwargs.update(cuda_kwargs)
+    ds = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    train_loader = DataLoader(ds, **train_kwargs)
+    model = torch.nn.Linear(4, 2).to(device)
+    optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
+    train(args, model, device, train_loader, optimizer)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_model_defined_after_the_loop_function_and_loader_kwargs_dict(tmp_path):
+    """pytorch/examples' layout: train() above main(), the model bound in main() below the
+    forward's call site, the DataLoader's workers in a **kwargs dict."""
+    root = _project(tmp_path, {"main.py": MNIST_LAYOUT})
+    config = {"parameters": {"value": {}, "where": "main.py:10"}, "input": {"value": {}, "where": "main.py:10"},
+              "model": {"value": {"class": "Linear"}, "where": "main.py:26", "stack": ["main.py:26", "main.py:32"]},
+              "dataloader": {"value": {"num_workers": 1}, "where": "main.py:25"}}
+    diff, notes = make_patch(str(root / "main.py"), [
+        {"intervention": "torch-compile", "params": {}},
+        {"intervention": "dataloader-workers", "params": {"num_workers": 4}}], config, cwd=str(root))
+    assert all(n["applied"] for n in notes), notes
+    assert "+    model.compile()" in diff.splitlines()
+    assert '+    cuda_kwargs = {"num_workers": 4, "pin_memory": True, "shuffle": True}' in diff.splitlines()
+    assert "DataLoader(ds, **train_kwargs, num_workers" not in diff   # never twice through **kwargs
+    ast.parse(verify_text(root, diff, "main.py"))
+
+
+def verify_text(root: Path, diff: str, rel: str) -> str:
+    tree = root.parent / (root.name + "-tree")
+    verify.build_overlay(str(root), str(tree), [rel])
+    assert verify.apply_patch(diff, str(tree), {}) is None
+    return (tree / rel).read_text()
+
+
+def test_a_binding_in_a_branch_that_did_not_run_is_never_the_anchor(tmp_path):
+    src = """
+    import torch
+    model = torch.nn.Linear(4, 2)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    for x in [torch.randn(2, 4)]:
+        out = model(x)
+        loss = out.sum()
+        print(loss.item())
+        loss.backward()
+    """
+    root = _project(tmp_path, {"t.py": src})
+    config = {"parameters": {"value": {}, "where": "t.py:6"}, "input": {"value": {}, "where": "t.py:6"}}
+    ran = {"t.py": [1, 2, 3, 5, 6, 7, 8, 9]}
+    diff, _ = make_patch(str(root / "t.py"), [{"intervention": "torch-compile", "params": {}},
+                                              {"intervention": "amp", "params": {}}],
+                         config, cwd=str(root), executed=ran)
+    lines = diff.splitlines()
+    k = lines.index("+model.compile()")
+    assert lines[k - 1] == " model = torch.nn.Linear(4, 2)"
+    w = next(i for i, ln in enumerate(lines) if "torch.autocast(" in ln)
+    assert [ln.strip("+ ") for ln in lines[w + 1:w + 3]] == ["out = model(x)", "loss = out.sum()"]
+    assert " " * 4 + "print(loss.item())" in " ".join(lines)
+    assert "+        print(loss.item())" not in lines
+    # without the executed lines (an older run), the last binding lexically would be taken
+    diff_old, _ = make_patch(str(root / "t.py"), [{"intervention": "torch-compile", "params": {}}],
+                             config, cwd=str(root))
+    assert "+    model.compile()" in diff_old.splitlines()
+
+
+def test_a_flag_the_command_line_passes_is_changed_there(tmp_path):
+    src = """
+    import argparse
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    p = argparse.ArgumentParser()
+    p.add_argument("-j", "--workers", type=int, default=4)
+    args = p.parse_args()
+    loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=args.workers)
+    """
+    root = _project(tmp_path, {"t.py": src})
+    config = {"dataloader": {"value": {"num_workers": 0}, "where": "t.py:7"}}
+    fix = [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}]
+    diff, notes = make_patch(str(root / "t.py"), fix, config, cwd=str(root), argv=["-j", "0", "--epochs", "1"])
+    assert notes[0]["argv_changes"] == [{"flag": "-j", "from": "0", "to": "8"}]
+    assert "default=4" in diff and "default=8" not in diff
+    assert verify.argv_with_changes(["-j", "0", "--epochs", "1"], notes) == ["-j", "8", "--epochs", "1"]
+    diff2, notes2 = make_patch(str(root / "t.py"), fix, config, cwd=str(root), argv=[])
+    assert '+p.add_argument("-j", "--workers", type=int, default=8)' in diff2.splitlines()
+    assert "num_workers=args.workers" in diff2 and "persistent_workers=args.workers > 0" in diff2
+
+
+def test_a_value_with_no_source_found_is_kept_and_named(tmp_path):
+    src = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    def make(n):
+        return DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=n)
+    """
+    root = _project(tmp_path, {"t.py": src})
+    config = {"dataloader": {"value": {"num_workers": 0}, "where": "t.py:4"}}
+    diff, notes = make_patch(str(root / "t.py"), [{"intervention": "dataloader-workers",
+                                                   "params": {"num_workers": 8, "pin_memory": False}}],
+                             config, cwd=str(root))
+    assert "comes from `n`" in notes[0].get("reason", "") + notes[0].get("warning", "")
+    assert "num_workers=8" not in diff
