@@ -52,6 +52,9 @@ def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeO
         "with_stack": opts.with_stack,
         "record_shapes": opts.record_shapes,
         "interventions": interventions or [],
+        # the lines of the script's code that ran (runner/lines.py), for the patch's anchors:
+        # the baseline's alone are read, so trials do not pay for them
+        "record_lines": True,
     }
 
 
@@ -64,6 +67,7 @@ def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: Analyze
                      run_name=name)
     spec["tb_dir"] = str(Path(run_dir) / "tb")
     spec["sandbox_writes"] = True
+    spec["record_lines"] = False
     spec["seed"] = 0
     if quiet_s:
         spec["quiet_s"] = quiet_s

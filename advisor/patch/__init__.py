@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from . import frameworks
 from .core import PatchContext, SkipFix
 from .flag_fixes import cudnn_benchmark, fused_optimizer, set_to_none, tf32
 from .loader_fixes import LR_COMMENT, batch_size, dataloader, precompute_samples, preload_dataset
@@ -66,6 +67,10 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
     ctx = PatchContext(script=script, root=root, cwd=cwd, config=config or {}, executed=executed or {},
                       argv=[str(a) for a in argv or []])
     notes: list[dict] = []
+    try:    # a loop inside transformers' or Lightning's Trainer: fixes are arguments of its call
+        framework = frameworks.framework_of(ctx)
+    except Exception:  # noqa: BLE001 - detection must never cost the generic edits
+        framework = None
     for fix in _with_required(list(fixes or []), ctx.config):
         fix = fix or {}
         name = fix.get("intervention")
@@ -76,7 +81,10 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
             continue
         mark = len(ctx.edits)
         try:
-            note = editor(ctx, fix, dict(fix.get("params") or {}))
+            params = dict(fix.get("params") or {})
+            note = frameworks.edit(ctx, fix, params, framework) if framework else None
+            if note is None:    # not a framework-level fix: the generic editor
+                note = editor(ctx, fix, params)
         except Exception as e:  # noqa: BLE001 - a bad site must not take the whole patch down
             del ctx.edits[mark:]    # a fix that is not placed leaves no edit behind
             reason = str(e) if isinstance(e, SkipFix) else \

@@ -102,6 +102,8 @@ def _argparse(ctx: PatchContext, files: list[SourceFile], key: str, new: str, wh
             if passed is not None:
                 flag, old = passed
                 value = new if not (new.startswith(("'", '"'))) else new[1:-1]
+                if old == value:
+                    return [f"{what}: {flag} {value} is already on the command line"], {}
                 return ([f"{what}: pass {flag} {value} (the command line gave {flag} {old})"],
                         {"argv_changes": [{"flag": flag, "from": old, "to": value}]})
             ctx.on_node(g, call, lambda c: set_arg(c, "default", new))

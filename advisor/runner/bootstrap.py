@@ -190,7 +190,9 @@ def _trim_traceback(exc: BaseException, advisor_dir: str) -> None:
         while tb is not None:
             entries.append(tb)
             tb = tb.tb_next
-        if not entries or _in_dir(entries[-1], prefix):
+        # an interrupt lands wherever the interpreter is, advisor's line tracer included:
+        # that is not advisor's error, and the user's frames are what they need to see
+        if not entries or (_in_dir(entries[-1], prefix) and not isinstance(e, KeyboardInterrupt)):
             continue
         kept = [t for t in entries if not _in_dir(t, prefix)]
         for a, b in zip(kept, kept[1:]):

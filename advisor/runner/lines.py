@@ -28,6 +28,7 @@ class LineRecorder:
         self.lines: dict[str, set[int]] = {}     # co_filename → lines that ran
         self.active = False
         self._tool = None
+        self._trace = None
         self._main = threading.main_thread()
 
     def _mine(self, filename: str) -> bool:
@@ -56,7 +57,7 @@ class LineRecorder:
                 mon.register_callback(self._tool, mon.events.LINE, self._on_line)
                 mon.set_events(self._tool, mon.events.LINE)
                 return
-        sys.settrace(self._on_call)
+        sys.settrace(self._tracer())
 
     def stop(self) -> None:
         if not self.active:
@@ -71,7 +72,7 @@ class LineRecorder:
             except Exception:
                 pass
             self._tool = None
-        elif threading.current_thread() is self._main and sys.gettrace() == self._on_call:
+        elif threading.current_thread() is self._main and sys.gettrace() is self._trace:
             sys.settrace(None)
 
     def after_fork(self) -> None:
@@ -85,19 +86,32 @@ class LineRecorder:
             self.lines.setdefault(code.co_filename, set()).add(line)
         return sys.monitoring.DISABLE
 
-    def _on_call(self, frame, event, arg):
-        if not self.active or not self._mine(frame.f_code.co_filename):
-            return None
-        lines = self.lines.setdefault(frame.f_code.co_filename, set())
-        lines.add(frame.f_lineno)
+    def _tracer(self):
+        """sys.settrace's function: called for every new frame while it is set, so the library's
+        frames (nearly all of them) cost one dict look-up and no more."""
+        files, mine, lines_of, rec = self._files, self._mine, self.lines, self
 
-        def local(frame, event, arg):
-            if not self.active:
+        def on_call(frame, event, arg):
+            name = frame.f_code.co_filename
+            hit = files.get(name)
+            if hit is None:
+                hit = mine(name)
+            if not hit or not rec.active:
                 return None
-            if event == "line":
-                lines.add(frame.f_lineno)
+            lines = lines_of.get(name)
+            if lines is None:
+                lines = lines_of[name] = set()
+            lines.add(frame.f_lineno)
+
+            def local(frame, event, arg):
+                if not rec.active:
+                    return None
+                if event == "line":
+                    lines.add(frame.f_lineno)
+                return local
             return local
-        return local
+        self._trace = on_call
+        return on_call
 
     # ------------------------------------------------------------------ document
     def doc(self) -> dict:

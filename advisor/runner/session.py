@@ -42,9 +42,10 @@ def install(spec: dict):
     obs = observe.Observer(ctl)
     ctl.observer = obs
     obs.install()
-    from advisor.runner.lines import LineRecorder
+    if spec.get("record_lines"):
+        from advisor.runner.lines import LineRecorder
 
-    ctl.lines = LineRecorder(obs.sites.is_script_code, obs.sites.display)
+        ctl.lines = LineRecorder(obs.sites.is_script_code, obs.sites.display)
     hk = hooks.Hooks(ctl, obs)
     ctl.hooks = hk
     hk.install()
