@@ -233,7 +233,6 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
 
 def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: float, warm=None, held=None) -> None:
     from advisor import trials
-    from advisor.patch import make_patch
 
     ctx = trials.TrialContext(
         script=script, script_args=script_args, run_dir=run_dir, opts=opts, baseline=child,

@@ -5,7 +5,8 @@
 # entries run side by side, one GPU each.
 #   usage: [BUDGET=2.5] [TIMEOUT=300] [GPUS=N] bash benchmarks/corpus.sh [NAME ...]
 # Each entry's directory holds its script (the one named in script.txt), gpu_args.txt and
-# fast_args.txt (empty: the upstream has no fast settings of its own).
+# fast_args.txt (empty: the upstream has no fast settings of its own); {dir} in them is the
+# entry's directory (the scripts run from a scratch cwd, where they write their checkpoints).
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 REPO=$PWD
@@ -23,11 +24,11 @@ one() {  # NAME GPU
   local start=$(date +%s)
   # shellcheck disable=SC2046
   timeout -s INT ${TIMEOUT:-300} python3 -m advisor analyze --out $W/$name --budget ${BUDGET:-2.5} \
-      $script $(cat $dir/gpu_args.txt) > $W/$name.log 2>&1
+      $script $(sed "s#{dir}#$dir#g" $dir/gpu_args.txt) > $W/$name.log 2>&1
   echo "$name: analyze exit $? wall $(( $(date +%s) - start ))s" >> $W/$name.log
   if [[ -s $dir/fast_args.txt ]]; then
     timeout -s INT 180 python3 -m advisor analyze --no-trials --out $W/$name-fast \
-        $script $(cat $dir/fast_args.txt) > $W/$name-fast.log 2>&1
+        $script $(sed "s#{dir}#$dir#g" $dir/fast_args.txt) > $W/$name-fast.log 2>&1
   fi
 }
 

@@ -26,7 +26,8 @@ def describe(params) -> str:
 
 def not_applicable(config: dict, environment: dict, params: dict) -> str | None:
     ac = (config.get("autocast") or {}).get("value") or {}
-    if ac.get("enabled", True) and ac.get("dtype"):
+    # autocast to float32 (nanoGPT's dtype='float32') is on but changes no precision
+    if ac.get("enabled", True) and ac.get("dtype") and ac.get("dtype") != "float32":
         return f"the script already uses autocast ({ac.get('dtype')})"
     if (params.get("dtype") or "bfloat16") == "float16":
         return "fp16 autocast needs a GradScaler in the script's loop; bf16 is unsupported here, so AMP is suggest-only"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .call_args import dotted_name, find_arg, is_literal, last_name, passes_literal, remove_arg, rename_arg, set_arg
+from .call_args import code_of, dotted_name, find_arg, is_literal, last_name, passes_literal, remove_arg, rename_arg, set_arg
 from .core import PRIO_CUDNN, PRIO_TF32, PatchContext, SkipFix, SourceFile, applied, location
 
 # Used when torch cannot be imported to ask the optimizers themselves.
@@ -65,6 +65,19 @@ def fused_optimizer(ctx: PatchContext, fix: dict, p: dict) -> dict:
     if cls in fused:
         if passes_literal(call, "fused", True):
             raise SkipFix(f"{cls} at {here} already passes fused=True")
+
+        stars = [a for a in call.args if a.star == "**"]
+        if stars and find_arg(call, "fused") is None:
+            # **extra_args may hold fused= already (nanoGPT: dict(fused=True) if use_fused):
+            # a second fused= would raise, so the entry goes into the unpacked dict
+            def edit(c: cst.Call) -> cst.Call:
+                args = [a.with_changes(value=cst.parse_expression(f'{{**{code_of(a.value)}, "fused": True}}'))
+                        if a.star == "**" and a is c.args[idx] else a for a in c.args]
+                return remove_arg(c.with_changes(args=args), "foreach")
+            idx = call.args.index(stars[-1])
+            ctx.on_node(f, call, edit)
+            return applied(here, [f'**{{**{code_of(stars[-1].value)}, "fused": True}}'],
+                           warning="the optimizer takes **kwargs: fused=True is set inside them")
 
         def edit(c: cst.Call) -> cst.Call:
             if find_arg(c, "foreach") is not None and find_arg(c, "fused") is None:

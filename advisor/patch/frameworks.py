@@ -139,14 +139,7 @@ def _set_on(targets: list[_Call], ctx: PatchContext, items: list[tuple[str, str]
                 missing.append((name, value, None))
                 edits.append(f"{name}={value}")
             elif not _same(found[1].value, value):
-                try:
-                    done, more = knobs.set_value(ctx, t.file, found[1].value, value, name)
-                except SkipFix as e:
-                    add_warning(extra, str(e))
-                    continue
-                edits += done
-                for k, v in more.items():
-                    extra.setdefault(k, []).extend(v)
+                knobs.change(ctx, t.file, found[1].value, value, name, edits, extra)
         if missing and has_double_star(t.call):
             add_warning(extra, f"{what}(**...) at {location(t.file, t.file.line_of(t.call))}: if the unpacked "
                                f"mapping sets {', '.join(m[0] for m in missing)} too, take it out there")

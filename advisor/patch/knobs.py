@@ -17,7 +17,7 @@ import re
 import libcst as cst
 
 from .call_args import code_of, dotted_name, find_arg, last_name, set_arg
-from .core import PatchContext, SkipFix, SourceFile, location
+from .core import PatchContext, SkipFix, SourceFile, add_warning, location
 
 _LITERALS = (cst.Integer, cst.Float, cst.SimpleString)
 _YAML_SUFFIXES = (".yaml", ".yml")
@@ -195,6 +195,9 @@ def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, obser
     if is_literal_value(expr):
         ctx.on_node(f, expr, lambda _n: cst.parse_expression(new))
         return [f"{what}={new} at {location(f, f.line_of(expr))}"], {}
+    if isinstance(expr, cst.Call) and last_name(expr.func) in ("int", "float", "bool", "str") and \
+            len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:
+        return set_value(ctx, f, expr.args[0].value, new, what, observed, _depth)   # int(opt.workers)
     key = _key_of(expr)
     if key is None or _depth > 3:
         raise SkipFix(f"{what} comes from `{code_of(expr)}` at {location(f, f.line_of(expr))}: give it {new}")
@@ -213,3 +216,19 @@ def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, obser
     if found is not None:
         return found
     raise SkipFix(f"{what} comes from `{code_of(expr)}` at {location(f, f.line_of(expr))}: give it {new}")
+
+
+def change(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, edits: list[str], extra: dict,
+           observed=None) -> bool:
+    """``set_value`` for an editor's note: its edit descriptions join ``edits``, its fields
+    (argv_changes) join ``extra``; a value whose source is not found becomes the note's
+    warning, and False is returned."""
+    try:
+        done, more = set_value(ctx, f, expr, new, what, observed)
+    except SkipFix as e:
+        add_warning(extra, str(e))
+        return False
+    edits += done
+    for k, v in more.items():
+        extra.setdefault(k, []).extend(v)
+    return True

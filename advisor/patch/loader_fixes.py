@@ -31,7 +31,7 @@ def _dataloader_call(ctx: PatchContext, fix: dict) -> tuple[SourceFile, cst.Call
     return f, calls[0]
 
 
-def _kwargs_entry(f: SourceFile, call: cst.Call, name: str):
+def _kwargs_entry(ctx: PatchContext, f: SourceFile, call: cst.Call, name: str):
     """The value ``name`` gets through the call's ``**kwargs`` when those are a dict built in
     the same function (``train_kwargs.update(cuda_kwargs)``: pytorch/examples' layout)."""
     stars = [a.value for a in call.args if a.star == "**"]
@@ -43,7 +43,8 @@ def _kwargs_entry(f: SourceFile, call: cst.Call, name: str):
     lo, hi = (f.pos[func].start.line, f.pos[func].end.line) if func is not None else (0, 10 ** 9)
     for node in f.pos:
         if isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString) and \
-                node.key.evaluated_value == name and lo <= f.pos[node].start.line <= hi:
+                node.key.evaluated_value == name and lo <= f.pos[node].start.line <= hi and \
+                ctx.ran(f, f.stmt_at(f.pos[node].start.line)) is not False:
             return node.value
     return None
 
@@ -69,21 +70,14 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
         if value is None:
             continue
         found = find_arg(call, arg, _DL_POS[arg])
-        expr = found[1].value if found is not None else _kwargs_entry(f, call, arg)
+        expr = found[1].value if found is not None else _kwargs_entry(ctx, f, call, arg)
         if expr is None:
             append.append((arg, value, _DL_POS[arg]))
             edits.append(f"{arg}={value}")
             continue
-        try:
-            done, more = knobs.set_value(ctx, f, expr, value, arg, observed)
-        except SkipFix as e:
-            add_warning(extra, str(e))
-            continue
-        edits += done
-        for k, v in more.items():
-            extra.setdefault(k, []).extend(v)
-        if arg == "num_workers" and found is not None and not knobs.is_literal_value(expr):
+        if arg == "num_workers" and not knobs.is_literal_value(expr):
             workers_code = code_of(expr)     # the user's expression: its new value comes from its source
+        knobs.change(ctx, f, expr, value, arg, edits, extra, observed)
     if workers is not None:
         if int(workers) > 0 and workers_code == str(int(workers)):
             append += [("persistent_workers", "True", None), ("prefetch_factor", str(prefetch), None)]

@@ -166,6 +166,18 @@ class SiteFinder:
             return None
         return f"{self.display(f.f_code.co_filename)}:{f.f_lineno}"
 
+    def script_site(self, depth: int = 2) -> str | None:
+        """The nearest frame of the user's own code, past an installed package's (a framework
+        that wraps DataLoader.__init__ while the user's train_dataloader() runs); None when
+        the call came from no such frame."""
+        f = sys._getframe(depth)
+        while f is not None:
+            name = f.f_code.co_filename
+            if self.is_script_code(name):
+                return f"{self.display(name)}:{f.f_lineno}"
+            f = f.f_back
+        return None
+
     def caller_is_library(self, depth: int = 2) -> bool:
         """Whether the frame `depth` levels up (the direct caller) is library code."""
         try:

@@ -153,10 +153,26 @@ class Observer:
             "dataset_type": type(ds).__name__,
             "transforms": tf_text,
         }
-        entry = {"value": value, "where": self.site()}
+        entry = {"value": value, "where": self._loader_site()}
         self._loaders[loader] = entry
         if self._first_loader is None:
             self._first_loader = entry
+
+    def _loader_site(self) -> str | None:
+        """Where the DataLoader was made: the nearest frame outside torch, or past an installed
+        framework's to the user's own line when that line makes it (Lightning wraps
+        DataLoader.__init__ while the user's train_dataloader() runs; a Trainer that makes its
+        own loader, transformers', keeps its site)."""
+        near = self.site()
+        mine = self.sites.script_site()
+        if mine and mine != near:
+            import linecache
+
+            path, _, line = mine.rpartition(":")
+            full = path if os.path.isabs(path) else os.path.join(self.sites.cwd, path)
+            if "DataLoader" in linecache.getline(full, int(line)):
+                return mine
+        return near
 
     def on_first_batch(self, it) -> None:
         """The first batch came out of iterator `it`: its loader is the training loader."""
@@ -376,7 +392,9 @@ class Observer:
         anchor = self.ctl.anchor() if self.ctl.anchor is not None else None
         fmt = None
         for group in (anchor.param_groups if anchor is not None else []):
-            p = next((p for p in group["params"] if p.dim() >= 4), None)
+            # a weight both layouts describe (one input channel, 1x1 kernels) says nothing
+            p = next((p for p in group["params"] if p.dim() == 4 and p.is_contiguous()
+                      != p.is_contiguous(memory_format=torch.channels_last)), None)
             if p is not None:
                 fmt = memory_format_of(p)
                 break

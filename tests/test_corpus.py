@@ -1,0 +1,105 @@
+"""Every corpus layout (benchmarks/corpus/*): advisor writes the patch for forced fixes, applies
+it to a copy of the script's tree, runs the patched script as plain python, and each edit must
+take effect there; the script's own flags must still be obeyed.
+
+Each entry's directory names its script (script.txt), small CPU arguments (cpu_args.txt) and
+the fixes that a CPU run can apply and show (cpu_fixes.txt, ``--apply`` syntax). Where the CPU
+arguments pass the flag a fix's value comes from (``-j 0``), the patch must change that flag
+on the command line, and the verification, run with the changed flag, proves the script
+still reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "benchmarks" / "corpus"
+ENTRIES = sorted(p.name for p in CORPUS.iterdir() if (p / "script.txt").is_file() and (p / "cpu_fixes.txt").is_file())
+FRAMEWORK = {"hf_trainer": "transformers", "lightning_module": "lightning"}
+
+
+def _read(entry: str, name: str) -> str:
+    return (CORPUS / entry / name).read_text().strip()
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def test_the_corpus_has_eight_layouts():
+    assert len(ENTRIES) >= 8, ENTRIES
+    for entry in ENTRIES:
+        notes = _read(entry, "NOTES.md")
+        assert any(lic in notes for lic in ("MIT", "BSD", "Apache", "Licence:")), f"{entry}: NOTES.md names no licence"
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_forced_fixes_are_patched_and_take_effect_as_plain_python(entry, tmp_path):
+    if entry in FRAMEWORK:
+        pytest.importorskip(FRAMEWORK[entry])
+    src = tmp_path / "project"
+    shutil.copytree(CORPUS / entry, src, ignore=shutil.ignore_patterns("__pycache__"))
+    before = _digest(src)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    out = tmp_path / "run"
+    fixes = _read(entry, "cpu_fixes.txt")
+    cmd = [sys.executable, "-m", "advisor", "analyze", "--no-trials", "--apply", fixes, "--warmup", "3",
+           "--steps", "6", "--min-time", "0", "--profile-steps", "1", "--out", str(out),
+           str(src / _read(entry, "script.txt")), *shlex.split(_read(entry, "cpu_args.txt"))]
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc = json.loads((out / "run.json").read_text())
+    patch = doc["patch"]
+    wanted = [f.split(":")[0] for f in fixes.split(",")]
+    notes = {n["intervention"]: n for n in patch["notes"]}
+    for name in wanted:
+        assert notes[name]["applied"], (name, notes[name])
+    v = patch["verification"]
+    assert v["runs"] >= 1 and v.get("samples_per_s"), v
+    taken = {c["fix"]: c["took_effect"] for c in v["checks"]}
+    assert all(taken[name] is not False for name in wanted), v["checks"]
+    assert sum(taken[name] is True for name in wanted) >= max(1, len(wanted) - 1), v["checks"]
+    # the flag a value comes from still works: the verification ran with the changed flag
+    for n in patch["notes"]:
+        for ch in n.get("argv_changes") or []:
+            assert ch["flag"] in v["argv"] and v["argv"][v["argv"].index(ch["flag"]) + 1] == str(ch["to"])
+    # every patched file still compiles, and the user's files were never written
+    tree = out / v["tree"]
+    for rel in (r for r in _patched(out / "fixes.patch") if r.endswith(".py")):
+        compile((tree / rel).read_text(), rel, "exec")
+    assert _digest(src) == before
+
+
+def _patched(patch: Path) -> list[str]:
+    return [ln[6:].strip() for ln in patch.read_text().splitlines() if ln.startswith("+++ b/")] if patch.exists() else []
+
+
+def test_corpus_table_reads_run_directories(tmp_path):
+    """benchmarks/corpus_table.py: one row per analyzed entry, its upstream-fast run beside it."""
+    for name, rate, fast in (("a", 100.0, 150.0), ("b", 10.0, None)):
+        d = tmp_path / name
+        d.mkdir()
+        doc = {"measurement": {"samples_per_s": rate}, "trial_summary": {"analyze_wall_s": 90},
+               "trials": [{"name": "01-amp", "status": "accepted"}],
+               "patch": {"verification": {"samples_per_s": rate * 2, "stack_samples_per_s": rate * 2.1,
+                                          "of_stack": 2 / 2.1, "status": "verified", "checks": []}}}
+        (d / "run.json").write_text(json.dumps(doc))
+        if fast:
+            (tmp_path / f"{name}-fast").mkdir()
+            (tmp_path / f"{name}-fast" / "run.json").write_text(json.dumps({"measurement": {"samples_per_s": fast}}))
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "corpus_table.py"), str(tmp_path)],
+                          capture_output=True, text=True, check=True)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("| a ") or ln.startswith("| b ")]
+    assert lines[0].startswith("| a | 100 | 210 | 200 | 95% | 150 | 90 s | 01-amp |")
+    assert lines[1].startswith("| b | 10 | 21 | 20 | 95% | – |")
