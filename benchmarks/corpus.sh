@@ -3,7 +3,7 @@
 # training scripts (benchmarks/corpus/*/), and the upstream's own fast settings timed the same
 # way; prints the corpus table (benchmarks/corpus_table.py). On a host with several GPUs the
 # entries run side by side, one GPU each.
-#   usage: [BUDGET=2.5] [TIMEOUT=300] [GPUS=N] bash benchmarks/corpus.sh [NAME ...]
+#   usage: [BUDGET=2.5] [TIMEOUT=300] [GPUS=N] [FAST=0: no upstream-fast runs] bash benchmarks/corpus.sh [NAME ...]
 # Each entry's directory holds its script (the one named in script.txt), gpu_args.txt and
 # fast_args.txt (empty: the upstream has no fast settings of its own); {dir} in them is the
 # entry's directory (the scripts run from a scratch cwd, where they write their checkpoints).
@@ -26,7 +26,7 @@ one() {  # NAME GPU
   timeout -s INT ${TIMEOUT:-300} python3 -m advisor analyze --out $W/$name --budget ${BUDGET:-2.5} \
       $script $(sed "s#{dir}#$dir#g" $dir/gpu_args.txt) > $W/$name.log 2>&1
   echo "$name: analyze exit $? wall $(( $(date +%s) - start ))s" >> $W/$name.log
-  if [[ -s $dir/fast_args.txt ]]; then
+  if [[ -s $dir/fast_args.txt && ${FAST:-1} == 1 ]]; then
     timeout -s INT 180 python3 -m advisor analyze --no-trials --out $W/$name-fast \
         $script $(sed "s#{dir}#$dir#g" $dir/fast_args.txt) > $W/$name-fast.log 2>&1
   fi
