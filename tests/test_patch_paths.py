@@ -162,8 +162,11 @@ def test_model_defined_after_the_loop_function_and_loader_kwargs_dict(tmp_path):
         {"intervention": "dataloader-workers", "params": {"num_workers": 4}}], config, cwd=str(root))
     assert all(n["applied"] for n in notes), notes
     assert "+    model.compile()" in diff.splitlines()
-    assert '+    cuda_kwargs = {"num_workers": 4, "pin_memory": True, "shuffle": True}' in diff.splitlines()
-    assert "DataLoader(ds, **train_kwargs, num_workers" not in diff   # never twice through **kwargs
+    # the workers, and the two arguments that need workers, in the dict the loader unpacks:
+    # never twice through **kwargs, and nothing that raises where that dict is not used
+    assert ('+    cuda_kwargs = {"num_workers": 4, "pin_memory": True, "shuffle": True, '
+            '"persistent_workers": True, "prefetch_factor": 4}') in diff.splitlines()
+    assert "train_loader = DataLoader(ds, **train_kwargs)" in diff and "+    train_loader" not in diff
     ast.parse(verify_text(root, diff, "main.py"))
 
 
@@ -241,3 +244,18 @@ def test_a_value_with_no_source_found_is_kept_and_named(tmp_path):
                              config, cwd=str(root))
     assert "comes from `n`" in notes[0].get("reason", "") + notes[0].get("warning", "")
     assert "num_workers=8" not in diff
+
+
+def test_a_loader_that_already_pins_is_left_pinning_as_it_does(tmp_path):
+    src = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=2,
+                        pin_memory=torch.cuda.is_available())
+    """
+    root = _project(tmp_path, {"t.py": src})
+    config = {"dataloader": {"value": {"num_workers": 2, "pin_memory": True}, "where": "t.py:3"}}
+    diff, notes = make_patch(str(root / "t.py"), [{"intervention": "dataloader-workers",
+                                                   "params": {"num_workers": 8}}], config, cwd=str(root))
+    assert "pin_memory=torch.cuda.is_available()" in diff and "pin_memory=True" not in diff
+    assert "num_workers=8" in diff and "warning" not in notes[0] or "pin_memory" not in notes[0]["warning"]

@@ -45,8 +45,26 @@ def _kwargs_entry(ctx: PatchContext, f: SourceFile, call: cst.Call, name: str):
         if isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString) and \
                 node.key.evaluated_value == name and lo <= f.pos[node].start.line <= hi and \
                 ctx.ran(f, f.stmt_at(f.pos[node].start.line)) is not False:
-            return node.value
+            return node
     return None
+
+
+def _dict_entries(d: cst.Dict, items: list[tuple[str, str]]) -> cst.Dict:
+    """``'key': value`` entries added to a dict literal, after its last one, where absent."""
+    have = {e.key.evaluated_value for e in d.elements if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)}
+    keys = [e.key for e in d.elements if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)]
+    q = keys[0].quote if keys else "'"        # the user's own quotes
+    new = [cst.DictElement(key=cst.SimpleString(f"{q}{k}{q}"), value=cst.parse_expression(v))
+           for k, v in items if k not in have]
+    if not new:
+        return d
+    elements = list(d.elements)
+    last = elements[-1]
+    comma = last.comma if isinstance(last.comma, cst.Comma) else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    elements[-1] = last.with_changes(comma=comma)
+    for k, el in enumerate(new):
+        elements.append(el.with_changes(comma=comma) if k < len(new) - 1 else el)
+    return d.with_changes(elements=elements)
 
 
 def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
@@ -65,12 +83,17 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
     extra: dict = {}
     append: list[tuple[str, str, int | None]] = []
     workers_code = None if workers is None else str(int(workers))
+    in_dict = None      # the dict literal the workers come from through **kwargs
     for arg, value, observed in (("num_workers", workers_code, seen.get("num_workers")),
-                                 ("pin_memory", "True" if pin else None, seen.get("pin_memory"))):
+                                 ("pin_memory", "True" if pin and not seen.get("pin_memory") else None,
+                                  seen.get("pin_memory"))):
         if value is None:
             continue
         found = find_arg(call, arg, _DL_POS[arg])
-        expr = found[1].value if found is not None else _kwargs_entry(ctx, f, call, arg)
+        entry = None if found is not None else _kwargs_entry(ctx, f, call, arg)
+        expr = found[1].value if found is not None else entry.value if entry is not None else None
+        if entry is not None and arg == "num_workers":
+            in_dict = f.parent.get(entry)
         if expr is None:
             append.append((arg, value, _DL_POS[arg]))
             edits.append(f"{arg}={value}")
@@ -78,14 +101,19 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
         if arg == "num_workers" and not knobs.is_literal_value(expr):
             workers_code = code_of(expr)     # the user's expression: its new value comes from its source
         knobs.change(ctx, f, expr, value, arg, edits, extra, observed)
-    if workers is not None:
-        if int(workers) > 0 and workers_code == str(int(workers)):
-            append += [("persistent_workers", "True", None), ("prefetch_factor", str(prefetch), None)]
-            edits += ["persistent_workers=True", f"prefetch_factor={prefetch}"]
-        elif int(workers) > 0:  # a knob the user may still set to 0, where these two raise
-            append += [("persistent_workers", f"{workers_code} > 0", None),
-                       ("prefetch_factor", f"{prefetch} if {workers_code} > 0 else None", None)]
-            edits += [f"persistent_workers={workers_code} > 0", f"prefetch_factor={prefetch} (with workers)"]
+    if workers is not None and int(workers) > 0:
+        if workers_code == str(int(workers)):
+            pair = [("persistent_workers", "True"), ("prefetch_factor", str(prefetch))]
+        else:   # a knob the user may still set to 0, where these two raise
+            pair = [("persistent_workers", f"{workers_code} > 0"),
+                    ("prefetch_factor", f"{prefetch} if {workers_code} > 0 else None")]
+        edits += [f"{k}={v}" for k, v in pair]
+        if isinstance(in_dict, cst.Dict):
+            # beside num_workers in the dict the DataLoader unpacks: where that dict is not
+            # used (pytorch/examples' cuda_kwargs off the GPU) there are no workers to keep
+            ctx.on_node(f, in_dict, lambda d: _dict_entries(d, pair))
+        else:
+            append += [(k, v, None) for k, v in pair]
     if not edits:
         raise SkipFix("; ".join(filter(None, [extra.get("warning"), "nothing to change"])))
 
