@@ -259,3 +259,46 @@ def test_a_loader_that_already_pins_is_left_pinning_as_it_does(tmp_path):
                                                    "params": {"num_workers": 8}}], config, cwd=str(root))
     assert "pin_memory=torch.cuda.is_available()" in diff and "pin_memory=True" not in diff
     assert "num_workers=8" in diff and "warning" not in notes[0] or "pin_memory" not in notes[0]["warning"]
+
+
+def test_the_scripts_own_switches_are_turned_on_where_it_keeps_them(tmp_path):
+    """A research script with `if params.channels_last:` and `if params.enable_amp: ... else:`
+    switches read from a YAML section: the patch turns them on there (and sets the autocast
+    dtype the trials measured) instead of adding a second conversion or autocast beside them."""
+    train = """
+    import torch
+    from params import load
+    params = load()
+    model = torch.nn.Conv2d(3, 8, 3).to("cpu")
+    if params.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    amp_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[params.amp_dtype]
+    for x in [torch.randn(2, 3, 8, 8)]:
+        if params.enable_amp:
+            with torch.autocast(device_type="cpu", dtype=amp_dtype):
+                loss = model(x).sum()
+        else:
+            loss = model(x).sum()
+        loss.backward()
+    """
+    yaml = """
+    default: &DEFAULT
+      enable_amp: !!bool False
+      amp_dtype: 'float16'
+      channels_last: !!bool False
+    fast:
+      <<: *DEFAULT
+      enable_amp: !!bool True
+    """
+    root = _project(tmp_path, {"train.py": train, "config.yaml": yaml, "params.py": "def load(): pass\n"})
+    config = {"input": {"value": {}, "where": "train.py:13"}, "parameters": {"value": {}, "where": "train.py:13"},
+              "model": {"value": {}, "where": "train.py:4", "stack": ["train.py:4"]}}
+    ran = {"train.py": [1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 14]}
+    diff, notes = make_patch(str(root / "train.py"), [{"intervention": "channels-last", "params": {}},
+                                                      {"intervention": "amp", "params": {}}],
+                             config, cwd=str(root), executed=ran)
+    lines = diff.splitlines()
+    assert "+++ b/train.py" not in diff            # the code is left as its author wrote it
+    assert "-  channels_last: !!bool False" in lines and "+  channels_last: !!bool True" in lines
+    assert "+  enable_amp: !!bool True" in lines and '+  amp_dtype: "bfloat16"' in lines
+    assert all(n["applied"] for n in notes) and "own switch" in notes[0]["edits"][0]

@@ -124,6 +124,14 @@ def _yaml_files(root: str, limit: int = 200) -> list[str]:
     return sorted(out)[:limit]
 
 
+def _yaml_scalar(text: str) -> str:
+    """``!!bool False`` → ``False``; quotes off."""
+    text = text.strip()
+    if text.startswith("!!"):
+        text = text.split(None, 1)[1] if " " in text else ""
+    return text.strip("'\"")
+
+
 def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
     """A ``key: value`` line in the project's YAML files; where several sections set it, the
     one the command line names (``--config short``), else the one named default."""
@@ -143,14 +151,19 @@ def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
             if m and m.group(2):
                 hits.append((path, n, line, m, section))
     if observed is not None:
-        hits = [h for h in hits if h[3].group(2).strip().strip("'\"").lower() == str(observed).lower()] or hits
+        hits = [h for h in hits if _yaml_scalar(h[3].group(2)).lower() == str(observed).lower()] or hits
     if len(hits) > 1:
         named = [h for h in hits if h[4] and h[4] in ctx.argv] or [h for h in hits if h[4] == "default"]
         hits = named if len(named) == 1 else hits
     if len(hits) != 1:
         return None
     path, n, line, m, section = hits[0]
-    value = new if new not in ("True", "False") else new.lower()
+    old = m.group(2).strip()
+    tag = old.split()[0] + " " if old.startswith("!!") else ""     # `!!bool False` keeps its tag
+    value = new
+    if new in ("True", "False"):
+        value = new if _yaml_scalar(old)[:1].isupper() else new.lower()
+    value = tag + value
     ctx.text_edit(path, n, f"{m.group(1)}{key}: {value}" + (f"  {m.group(3)}" if m.group(3) else ""))
     rel = os.path.relpath(path, ctx.root)
     return [f"{what}: {key}: {value} in {rel}:{n}" + (f" (section {section})" if section else "")], {}

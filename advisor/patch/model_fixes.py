@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .call_args import dotted_name, last_name, positional_args
+from .call_args import dotted_name, find_arg, last_name, positional_args
+from . import knobs
 from .core import PRIO_CHANNELS_LAST, PRIO_COMPILE, PRIO_INPUT, PatchContext, SkipFix, SourceFile, add_warning, applied, device_type, location
 
 
@@ -100,8 +101,63 @@ def _input_stmt(ctx: PatchContext, fix: dict, required: bool = True):
     return f, line, stmt
 
 
+def _switch_on(ctx: PatchContext, f: SourceFile, node, what: str) -> dict | None:
+    """The script's own switch for this fix: ``if params.channels_last:`` whose body does it and
+    did not run. Its value is turned on where the user keeps it (the YAML section, the flag's
+    default: advisor.patch.knobs); None when it is not a plain name or its source is not found."""
+    if not isinstance(node, cst.If) or dotted_name(node.test) is None:
+        return None
+    try:
+        edits, extra = knobs.set_value(ctx, f, node.test, "True", f"the script's own switch {dotted_name(node.test)}")
+    except SkipFix:
+        return None
+    return applied(location(f, f.line_of(node)), edits, **extra)
+
+
+def _switch_dtype(ctx: PatchContext, f: SourceFile, switch, dtype: str, note: dict) -> None:
+    """The dtype the trial measured, in the autocast under the script's own switch: a
+    ``torch.float16`` there is replaced, a name is followed to where the user keeps it."""
+    calls = [c for c, s, e in f.calls if last_name(c.func) == "autocast" and
+             f.pos[switch.body].start.line <= s <= f.pos[switch.body].end.line]
+    found = find_arg(calls[0], "dtype") if calls else None
+    if found is None:
+        return
+    expr = found[1].value
+    if dotted_name(expr) == f"torch.{dtype}":
+        return
+    if dotted_name(expr) in ("torch.float16", "torch.half", "torch.bfloat16"):
+        ctx.on_node(f, expr, lambda _n: cst.parse_expression(f"torch.{dtype}"))
+        note["edits"].append(f"dtype=torch.{dtype} at {location(f, f.line_of(expr))}")
+        return
+    try:
+        edits, _extra = knobs.set_value(ctx, f, expr, f'"{dtype}"', "the autocast dtype")
+        note["edits"] += edits
+    except SkipFix as e:
+        add_warning(note, f"{e} (the trials measured {dtype})")
+
+
+def _does(f: SourceFile, node, marker: str) -> bool:
+    return marker in f.module.code_for_node(node)
+
+
+def _next_switch(ctx: PatchContext, f: SourceFile, stmt, marker: str):
+    """An ``if <name>:`` among the few statements after ``stmt`` whose body mentions ``marker``
+    and did not run."""
+    block = f.block_of(stmt)
+    i = next(k for k, s in enumerate(block) if s is stmt)
+    for node in block[i + 1:i + 4]:
+        if isinstance(node, cst.If) and _does(f, node.body, marker) and \
+                ctx.ran(f, node.body.body[0]) is False:
+            return node
+    return None
+
+
 def channels_last(ctx: PatchContext, fix: dict, p: dict) -> dict:
     f, stmt, target = _model_stmt(ctx, fix, "model.to(memory_format=torch.channels_last)")
+    switch = _next_switch(ctx, f, stmt, "channels_last")
+    note = _switch_on(ctx, f, switch, "channels_last") if switch is not None else None
+    if note is not None:
+        return note   # the script converts its model and inputs under its own switch
     ctx.insert(f, stmt, f"{target} = {target}.to(memory_format=torch.channels_last)", after=True, prio=PRIO_CHANNELS_LAST)
     edits = [f"{target} = {target}.to(memory_format=torch.channels_last) after {location(f, f.line_of(stmt))}"]
     extra: dict = {}
@@ -206,6 +262,13 @@ def amp(ctx: PatchContext, fix: dict, p: dict) -> dict:
     """Autocast around the model call and the loss computed from it, stopping before
     ``.backward()`` and before statements the loss does not depend on."""
     f, line, stmt = _input_stmt(ctx, fix)
+    node = f.parent.get(f.parent.get(stmt))      # stmt → its block → else: of an `if <switch>:`
+    if isinstance(node, cst.Else) and isinstance(f.parent.get(node), cst.If) and \
+            _does(f, f.parent[node].body, "autocast"):
+        note = _switch_on(ctx, f, f.parent[node], "amp")
+        if note is not None:
+            _switch_dtype(ctx, f, f.parent[node], p.get("dtype") or "bfloat16", note)
+            return {**note, "changes_numerics": True}
     dtype = p.get("dtype") or "bfloat16"
     device = device_type(ctx, p)
     block = f.block_of(stmt)
