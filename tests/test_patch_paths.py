@@ -302,3 +302,26 @@ def test_the_scripts_own_switches_are_turned_on_where_it_keeps_them(tmp_path):
     assert "-  channels_last: !!bool False" in lines and "+  channels_last: !!bool True" in lines
     assert "+  enable_amp: !!bool True" in lines and '+  amp_dtype: "bfloat16"' in lines
     assert all(n["applied"] for n in notes) and "own switch" in notes[0]["edits"][0]
+
+
+def test_the_yaml_section_the_command_line_names_wins_over_a_value_seen(tmp_path):
+    """Under --apply the run observed the fix's value (8 workers), which another section (fast)
+    already holds: the section the command line chose (--config default) is edited."""
+    src = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    def make(params):
+        return DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=params.num_data_workers)
+    """
+    yaml = """
+    default: &DEFAULT
+      num_data_workers: 4
+    fast:
+      <<: *DEFAULT
+      num_data_workers: 8
+    """
+    root = _project(tmp_path, {"t.py": src, "config.yaml": yaml})
+    config = {"dataloader": {"value": {"num_workers": 8, "pin_memory": True}, "where": "t.py:4"}}
+    diff, _ = make_patch(str(root / "t.py"), [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}],
+                         config, cwd=str(root), argv=["--config", "default"])
+    assert "-  num_data_workers: 4" in diff.splitlines() and "+  num_data_workers: 8" in diff.splitlines()

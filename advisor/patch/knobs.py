@@ -150,11 +150,15 @@ def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
             m = pat.match(line)
             if m and m.group(2):
                 hits.append((path, n, line, m, section))
-    if observed is not None:
-        hits = [h for h in hits if _yaml_scalar(h[3].group(2)).lower() == str(observed).lower()] or hits
-    if len(hits) > 1:
-        named = [h for h in hits if h[4] and h[4] in ctx.argv] or [h for h in hits if h[4] == "default"]
-        hits = named if len(named) == 1 else hits
+    # the section the command line names first: the value the run observed may be a fix's
+    # (--apply sets it at run time), and another section may hold that value already
+    for pick in (lambda h: bool(h[4]) and h[4] in ctx.argv,
+                 lambda h: observed is not None and _yaml_scalar(h[3].group(2)).lower() == str(observed).lower(),
+                 lambda h: h[4] == "default"):
+        if len(hits) <= 1:
+            break
+        chosen = [h for h in hits if pick(h)]
+        hits = chosen if len(chosen) == 1 else hits
     if len(hits) != 1:
         return None
     path, n, line, m, section = hits[0]
