@@ -186,8 +186,8 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     patched = str(tree / os.path.basename(script))
     runs: list[dict] = []
     for attempt in range(2):
-        spec = pipeline.trial_spec(patched, out["argv"], run_dir, opts, NAME if not attempt else f"{NAME}-2", [],
-                                   profile=False)
+        spec = pipeline.trial_spec(patched, out["argv"], run_dir, opts, NAME, [], profile=False)
+        spec["run_dir"] = str(Path(run_dir) / "verify" / f"run-{attempt + 1}")   # not a trial's
         spec["project_dirs"] = [root]
         if progress:
             progress("verifying fixes.patch as plain python" + (" (again)" if attempt else ""))
