@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import warnings
 import weakref
 from collections.abc import Mapping
 
 import torch
 
-from advisor.runner import environment
+from advisor.runner import environment, placement
 from advisor.runner._util import Patcher, SiteFinder
 
 TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
@@ -77,9 +76,7 @@ class Observer:
         self._zero_grad_seen = False
         self._items_seen = 0
         self._gpu = None
-        # module → the script's statements that moved it (.to/.cuda), each as the stack of the
-        # script's frames, innermost first: where the patch converts or compiles the model
-        self._placements: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.placements = placement.Placements(self.sites, self._safe, lambda: self.want_forward)
 
     # ------------------------------------------------------------------ helpers
     def site(self):
@@ -120,7 +117,7 @@ class Observer:
             self._wrap_init(cls, "data-parallel observation", self._record_dp)
         self._patch_backends()
         self._patch_autocast()
-        self._patch_placement()
+        self.placements.install(self.patches)
         self._start_gpu_query()
 
     def uninstall(self) -> None:
@@ -213,9 +210,7 @@ class Observer:
             return  # a loss module or a parameter-free wrapper: keep looking
         self.want_forward = False
         where = self.site()
-        entry = self._model_entry(module)
-        if entry is not None:
-            self.config["model"] = entry
+        self.config["model"] = self.placements.entry(module)
         t = first_tensor(args)
         if t is not None:
             self.config["input"] = {"value": {"dtype": dtype_name(t.dtype), "shape": list(t.shape),
@@ -231,49 +226,6 @@ class Observer:
             "dtype": dtype_name(params[0].dtype), "conv_memory_format": conv_fmt,
             "count": int(sum(p.numel() for p in params)), "device": str(params[0].device)},
             "where": where}
-
-    def _patch_placement(self) -> None:
-        """Note where the script moves a module (``model.to(device)``, ``.cuda()``): the patch
-        puts its model edits after the last such statement that ran before the first forward,
-        wherever the name it is bound to is assigned again in branches that did not run."""
-        obs = self
-        for name in ("to", "cuda"):
-            orig = getattr(torch.nn.Module, name)
-
-            def make(orig):
-                @functools.wraps(orig)
-                def placed(module, *a, **k):
-                    if obs.want_forward and not torch.compiler.is_compiling():
-                        obs._safe("model placement observation", obs._record_placement, module)
-                    return orig(module, *a, **k)
-                return placed
-
-            self.patches.set(torch.nn.Module, name, make(orig))
-
-    def _record_placement(self, module) -> None:
-        caller = sys._getframe(3)   # _record_placement ← _safe ← placed ← the caller
-        while caller is not None and caller.f_code.co_name in ("to", "cuda") and \
-                not self.sites.is_script_code(caller.f_code.co_filename):
-            caller = caller.f_back  # a library's own override of .to (Lightning, transformers)
-        if caller is None or not self.sites.is_script_code(caller.f_code.co_filename):
-            return  # a library moving it (a trainer's strategy): not a statement of the script
-        stack, f = [], caller
-        while f is not None and len(stack) < 8:
-            if self.sites.is_script_code(f.f_code.co_filename):
-                stack.append(f"{self.sites.display(f.f_code.co_filename)}:{f.f_lineno}")
-            f = f.f_back
-        self._placements.setdefault(module, []).append(stack)
-
-    def _model_entry(self, module) -> dict | None:
-        """The model's config entry: its class, and the script's last statement that placed it
-        (the module, or the one a DataParallel/DDP/compile wrapper holds)."""
-        inner = getattr(module, "module", None) or getattr(module, "_orig_mod", None)
-        events = self._placements.get(module) or (self._placements.get(inner) if inner is not None else None)
-        value = {"class": type(inner if inner is not None else module).__name__,
-                 "wrapper": type(module).__name__ if inner is not None else None}
-        if not events:
-            return {"value": value, "where": None}
-        return {"value": value, "where": events[-1][0], "stack": events[-1]}
 
     def on_h2d(self, tensor, non_blocking: bool, in_loop: bool) -> bool:
         """Record an h2d copy made by user code. Returns True once nothing more is needed."""
@@ -386,22 +338,8 @@ class Observer:
         self._safe("trained weights observation", self._record_trained)
 
     def _record_trained(self) -> None:
-        """At the window: the memory format of the weights the anchor optimizer trains, and
-        the graphs torch.compile made. A model compiled from its first call shows neither at
-        its forward (the hooks do not run while Dynamo traces), and a patch's check needs both."""
         anchor = self.ctl.anchor() if self.ctl.anchor is not None else None
-        fmt = None
-        for group in (anchor.param_groups if anchor is not None else []):
-            # a weight both layouts describe (one input channel, 1x1 kernels) says nothing
-            p = next((p for p in group["params"] if p.dim() == 4 and p.is_contiguous()
-                      != p.is_contiguous(memory_format=torch.channels_last)), None)
-            if p is not None:
-                fmt = memory_format_of(p)
-                break
-        dynamo = sys.modules.get("torch._dynamo.utils")
-        graphs = int(dynamo.counters["stats"]["unique_graphs"]) if dynamo is not None else 0
-        self.config["trained_weights"] = {"value": {"conv_memory_format": fmt, "compiled_graphs": graphs},
-                                          "where": None}
+        self.config["trained_weights"] = {"value": placement.trained_weights(anchor), "where": None}
 
     @staticmethod
     def _read_backends() -> dict:
