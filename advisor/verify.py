@@ -179,7 +179,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     tree = Path(run_dir) / "verify" / "tree"
     copies = sorted({*patched_files(diff), os.path.basename(script)})
     build_overlay(root, str(tree), copies)
-    error = apply_patch(diff, str(tree), texts)
+    error = apply_patch(diff, str(tree), texts) if diff else None   # a flag change alone: nothing to apply
     out: dict = {"tree": os.path.relpath(tree, run_dir), "argv": argv_with_changes(script_args, notes), "runs": 0}
     if error:
         return {**out, "status": "not applied", "error": error}
