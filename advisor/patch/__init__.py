@@ -79,7 +79,7 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
             notes.append({"intervention": name, "applied": False,
                           "reason": f"advisor has no source edit for {name!r}"})
             continue
-        mark = len(ctx.edits)
+        mark, text_mark = len(ctx.edits), {k: dict(v) for k, v in ctx.text_edits.items()}
         try:
             params = dict(fix.get("params") or {})
             note = frameworks.edit(ctx, fix, params, framework) if framework else None
@@ -87,6 +87,7 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
                 note = editor(ctx, fix, params)
         except Exception as e:  # noqa: BLE001 - a bad site must not take the whole patch down
             del ctx.edits[mark:]    # a fix that is not placed leaves no edit behind
+            ctx.text_edits = text_mark
             reason = str(e) if isinstance(e, SkipFix) else \
                 f"internal error while placing the edit: {type(e).__name__}: {e}"
             note = {"applied": False, "reason": reason}
