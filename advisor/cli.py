@@ -43,6 +43,9 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds before the script is stopped (default 1800)")
     p.add_argument("--step-timeout", type=float, default=300.0,
                    help="seconds allowed to reach the first training step (default 300)")
+    p.add_argument("--stall-timeout", type=float, default=None, metavar="S",
+                   help="seconds without a training step, once stepping, before the script is stopped as "
+                        "stalled, with every thread's stack (default: 50 median steps, 120-900 s)")
     p.add_argument("--memory", action="store_true",
                    help="record allocator events in the trace (memory timeline; adds profiler overhead)")
     p.add_argument("--with-stack", action="store_true", help="record Python stacks in the trace (larger)")
@@ -177,7 +180,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         return _fail(f"--apply: {exc}", 2)
     opts = pipeline.AnalyzeOptions(
         warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, measure_min_s=ns.min_time, timeout=ns.timeout,
-        step_timeout=ns.step_timeout, out=ns.out, record_memory=ns.memory,
+        step_timeout=ns.step_timeout, stall_timeout=ns.stall_timeout, out=ns.out, record_memory=ns.memory,
         with_stack=ns.with_stack, record_shapes=ns.shapes, rules_dirs=ns.rules)
     try:
         run_dir = rundir.new_run_dir(script, ns.out)
@@ -202,7 +205,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
             prep.on_stage(stage)
 
     child = run_child(spec, timeout=opts.timeout, step_timeout=opts.step_timeout, on_progress=on_progress,
-                      stdout_to_stderr=ns.json)
+                      stdout_to_stderr=ns.json, stall_timeout=opts.stall_timeout)
     analysis, model, trace_err = pipeline.analyze_trace_files(run_dir, child.get("trace_files") or [])
     pipeline.merge_child_results(analysis, child)
     extra = [trace_err] if trace_err and child.get("status") == "complete" else []
@@ -226,6 +229,8 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     else:
         from advisor.report.terminal import print_summary
         print_summary(doc, err)
+    if child.get("stalled"):
+        _print_stacks(run_dir)
     if doc["status"] != "complete":
         return _fail(f"run incomplete: {'; '.join(doc['incomplete_reasons']) or 'unknown'} (kept in {run_dir})")
     return 0
@@ -253,6 +258,20 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: flo
     doc["trial_summary"]["analyze_wall_s"] = round(time.monotonic() - started, 1)  # baseline + trials
     rundir.write_json(run_dir / "run.json", doc)
     _render(run_dir, doc)
+
+
+def _print_stacks(run_dir: Path, most: int = 80) -> None:
+    """Where each thread of a stalled script was (the child's faulthandler dump)."""
+    from advisor.runner.parent import STACKS
+
+    try:
+        lines = (run_dir / STACKS).read_text(errors="replace").splitlines()
+    except OSError:
+        return
+    if lines:
+        err.print("[yellow]advisor ▸[/] the script stalled; where each thread was:", markup=True, highlight=False)
+        err.print("\n".join(lines[:most]) + ("\n…" if len(lines) > most else ""), markup=False, highlight=False,
+                  soft_wrap=True)
 
 
 def _stack_rate(trials: list[dict]) -> float | None:

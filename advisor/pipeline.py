@@ -25,6 +25,7 @@ class AnalyzeOptions:
     measure_min_s: float = 0.0
     timeout: float = 1800.0
     step_timeout: float = 300.0
+    stall_timeout: float | None = None   # None: runner.parent.stall_limit's rule
     out: str | None = None
     # Allocator events make the profiler much slower per op; peak memory comes from the
     # child's torch.cuda.max_memory_allocated() without them.

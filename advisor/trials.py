@@ -73,6 +73,7 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     try:
         child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
                           stdout_to_stderr=ctx.stdout_to_stderr, warm=warm, held=held,
+                          stall_timeout=ctx.opts.stall_timeout,
                           on_progress=ctx.ahead.on_stage)
     finally:
         ctx.ahead.resume()

@@ -191,7 +191,8 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         spec["project_dirs"] = [root]
         if progress:
             progress("verifying fixes.patch as plain python" + (" (again)" if attempt else ""))
-        child = run_child(spec, timeout=timeout, step_timeout=opts.step_timeout, stdout_to_stderr=stdout_to_stderr)
+        child = run_child(spec, timeout=timeout, step_timeout=opts.step_timeout, stdout_to_stderr=stdout_to_stderr,
+                          stall_timeout=opts.stall_timeout)
         if not measure.step_times(child):
             out.update(status="failed", error=pipeline_reason(child), runs=len(runs) + 1)
             break

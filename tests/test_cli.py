@@ -92,6 +92,39 @@ def test_script_failing_mid_run_keeps_an_incomplete_run(tmp_path):
     assert len(doc["measurement"].get("step_time_ms") and [1] or []) == 1  # the timed steps are kept
 
 
+STALLS = """
+import time
+import torch
+m = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+
+
+def next_batch(it):
+    if it == 7:
+        time.sleep(600)   # a deadlocked loader
+    return torch.randn(8, 4)
+
+
+for it in range(1000):
+    m(next_batch(it)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_a_stalled_script_is_stopped_and_its_stacks_shown(tmp_path):
+    script = tmp_path / "stalls.py"
+    script.write_text(STALLS)
+    r = advisor("analyze", "--out", tmp_path / "run", *FAST, "--stall-timeout", "3", script, cwd=tmp_path, timeout=120)
+    assert r.returncode == 1
+    assert "the script stalled; where each thread was:" in r.stderr
+    assert 'stalls.py", line 10 in next_batch' in r.stderr and 'stalls.py", line 15 in <module>' in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("advisor: run incomplete: stalled: no training step for 3 s after step 7"), last
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert doc["status"] == "incomplete" and doc["measurement"]["steps_measured"] >= 1  # kept
+
+
 def test_inspect_gpu_fixture_json():
     r = advisor("inspect", "--json", TRACES / "fp32_nchw.pt.trace.json.gz")
     assert r.returncode == 0, r.stderr

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from test_runner_support import run_many, train_script, write
+from test_runner_support import line_of, run_many, train_script, write
 
 from advisor.runner.parent import validate_script
 
@@ -45,6 +45,8 @@ SCENARIOS = {
                       "time.sleep(120)", timeout=20, step_timeout=15, grace=1),
     # step_timeout counts from the script's start (not from launch: importing torch is ours)
     "nostep": dict(hook="time.sleep(120)", step_timeout=5),
+    # stops stepping mid-run (a deadlocked loader, a hung collective): stalled, not timed out
+    "stall": dict(hook="if it == 9: time.sleep(600)", stall_timeout=3, timeout=150),
     "early": dict(hook="raise ValueError('early')"),
     # warmup 2, measure 5, profiler warmup 1, profile 2: step 10 is the last profiled one
     "mid": dict(hook="if it == 10: raise ValueError('boom')"),
@@ -116,6 +118,20 @@ def test_never_reaches_a_step(runs):
     assert child["exit"]["exception"] == "KeyboardInterrupt" and child["steps_seen"] == 0
     assert "time.sleep(120)" in err  # the user sees where it hung
     assert res["elapsed_s"] < 60
+
+
+def test_a_stall_mid_run_is_stopped_with_every_threads_stack(runs):
+    res, out, err, child = runs["stall"]
+    reason = res["incomplete_reasons"][0]
+    assert reason.startswith("stalled: no training step for 3 s after step 8 (its median step: "), reason
+    assert res["elapsed_s"] < 60 and res["stalled"]
+    assert res["exit"]["code"] == -2 and child["exit"]["exception"] == "KeyboardInterrupt"
+    assert child["steps_seen"] == 8 and child["step_times_ms"]   # what was measured is kept
+    stacks_path = reason.rsplit(" ", 1)[1]            # <dir>/run/stacks.txt, the script in <dir>
+    hook = line_of(os.path.join(os.path.dirname(os.path.dirname(stacks_path)), "train.py"), "time.sleep(600)")
+    stacks = open(stacks_path).read()
+    assert f'train.py", line {hook} in <module>' in stacks, stacks
+    assert "time.sleep(600)" in err   # the interrupt's traceback names the line too
 
 
 def test_hangs_mid_run(runs):

@@ -98,7 +98,7 @@ from advisor.runner.parent import run_child
 a = json.load(open(sys.argv[1]))
 progress = []
 r = run_child(a["spec"], timeout=a["timeout"], step_timeout=a["step_timeout"], grace=a["grace"],
-              on_progress=lambda s, n, i: progress.append([s, n]))
+              on_progress=lambda s, n, i: progress.append([s, n]), stall_timeout=a.get("stall_timeout"))
 r["_progress"] = progress
 json.dump(r, open(a["out"], "w"))
 """
@@ -116,11 +116,12 @@ def run_many(jobs: dict, workdir, workers: int = 4) -> dict:
 
     def one(name, job):
         job = dict(job)
-        opts = {k: job.pop(k) for k in ("timeout", "step_timeout", "grace") if k in job}
+        opts = {k: job.pop(k) for k in ("timeout", "step_timeout", "grace", "stall_timeout") if k in job}
         spec = spec_for(job.pop("script"), job.pop("argv"), job.pop("cwd"), job.pop("run_dir"), **job)
         base = os.path.join(workdir, name)
         arg = {"spec": spec, "out": base + ".result.json", "timeout": opts.get("timeout", 60),
-               "step_timeout": opts.get("step_timeout", 30), "grace": opts.get("grace", GRACE_S)}
+               "step_timeout": opts.get("step_timeout", 30), "grace": opts.get("grace", GRACE_S),
+               "stall_timeout": opts.get("stall_timeout")}
         with open(base + ".job.json", "w") as f:
             json.dump(arg, f)
         with open(base + ".out", "w") as fo, open(base + ".err", "w") as fe:

@@ -18,6 +18,11 @@ BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.
 GRACE_S = 5.0          # after SIGINT, how long the child gets to save before SIGKILL
 _POLL_S = 0.1
 _STARTUP_S = 60.0      # allowance for the child's start-up (torch import) before step_timeout
+# A script that stops stepping after its first step (a deadlocked loader, a hung collective) is
+# stopped once it has been silent this long: STALL_STEPS times its median step, at least
+# STALL_MIN_S (an evaluation pass or a recompile between steps is not a stall), at most STALL_MAX_S.
+STALL_STEPS, STALL_MIN_S, STALL_MAX_S = 50, 120.0, 900.0
+STACKS = "stacks.txt"  # where the child's faulthandler writes every thread's stack on SIGUSR2
 _PY_SUFFIXES = (".py", ".pyw")
 
 
@@ -126,8 +131,17 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
+def stall_limit(intervals: list[float], stall_timeout: float | None) -> float:
+    """Seconds without progress after which a script that has stepped is stalled."""
+    if stall_timeout:
+        return float(stall_timeout)
+    med = sorted(intervals)[len(intervals) // 2] if intervals else 0.0
+    return min(STALL_MAX_S, max(STALL_MIN_S, STALL_STEPS * med))
+
+
 def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=None,
-              grace: float = GRACE_S, stdout_to_stderr: bool = False, warm=None, held=None) -> dict:
+              grace: float = GRACE_S, stdout_to_stderr: bool = False, warm=None, held=None,
+              stall_timeout: float | None = None) -> dict:
     """Run spec["script"] under advisor in a child process; see internals.md §1 and §4.
     warm: a runner.ahead.WarmChild to start from; held: a runner.ahead.HeldChild started on
     this spec, waiting at the script's first CUDA use, to release (else it starts as warm).
@@ -191,6 +205,10 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     interrupted = False
     forwarded = 0
     rc = None
+    last_seen = None         # when the child last reported progress, after its first step
+    last_t = None            # the child's time of its last step record
+    intervals: list[float] = []
+    stalled = None           # (seconds silent, step) when advisor stopped a stalled script
     try:
         while True:
             try:
@@ -204,6 +222,13 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
                     first_step = True
                 elif stage == "started" and started_at is None:
                     started_at = time.monotonic()
+                if first_step:
+                    t_rec = rec.get("t") if isinstance(rec.get("t"), (int, float)) else None
+                    if step > steps and last_t is not None and t_rec is not None:
+                        intervals.append((t_rec - last_t) / (step - steps))   # the child's clock
+                    if step > steps:
+                        last_t = t_rec
+                    last_seen = time.monotonic()
                 steps = max(steps, step)
                 if on_progress is not None:
                     info = {k: v for k, v in rec.items() if k not in ("stage", "step")}
@@ -228,6 +253,15 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
                                    "(python or torch start-up hung?)")
                 elif now - t0 > timeout:
                     kill_reason = f"timed out after {timeout:g} s"
+                elif last_seen is not None and now - last_seen > stall_limit(intervals, stall_timeout):
+                    limit = stall_limit(intervals, stall_timeout)
+                    med = sorted(intervals)[len(intervals) // 2] * 1e3 if intervals else None
+                    kill_reason = (f"stalled: no training step for {limit:g} s after step {steps}"
+                                   + (f" (its median step: {med:.3g} ms)" if med is not None else "")
+                                   + f"; every thread's stack is in {os.path.join(run_dir, STACKS)}")
+                    stalled = True
+                    _send(proc, getattr(signal, "SIGUSR2", signal.SIGINT))  # faulthandler: the stacks
+                    time.sleep(0.5)
                 if kill_reason is not None:
                     _send(proc, signal.SIGINT)  # python raises KeyboardInterrupt: the child saves
                     kill_at = now + grace
@@ -264,6 +298,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     ex.setdefault("stopped_by_advisor", False)
     result["exit"] = ex
     result["interrupted"] = interrupted
+    result["stalled"] = bool(stalled)
     result["elapsed_s"] = round(time.monotonic() - t0, 3)
     result["started_warm"] = started_warm
     result["started_held"] = started_held

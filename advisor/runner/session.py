@@ -64,9 +64,27 @@ def install(spec: dict):
         project = (ctl.cwd, os.path.dirname(os.path.abspath(spec["script"])), *(spec.get("project_dirs") or ()))
         ctl.sandbox = Sandbox(ctl.run_dir, ctl.note, also_allowed=(os.path.dirname(ctl.tb_dir),), project=project)
         ctl.sandbox.install()
+    _dump_stacks_on_request(ctl)
     _SESSION = ctl
     ctl.start()
     return ctl
+
+
+def _dump_stacks_on_request(ctl) -> None:
+    """SIGUSR2 (advisor, when the script stalls) writes every thread's Python stack into the
+    run directory: where a deadlocked loader or a hung collective waits."""
+    import faulthandler
+    import signal
+
+    if not hasattr(signal, "SIGUSR2"):
+        return
+    try:
+        from advisor.runner.parent import STACKS
+
+        ctl.stacks_file = open(os.path.join(ctl.run_dir, STACKS), "w", encoding="utf-8")
+        faulthandler.register(signal.SIGUSR2, file=ctl.stacks_file, all_threads=True)
+    except Exception as e:  # a script's own use of the signal, say: no stacks then
+        ctl.internal_error("stack dump on SIGUSR2", e)
 
 
 def _time_cuda_init(startup: dict, hold=None) -> None:
