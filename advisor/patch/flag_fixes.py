@@ -70,11 +70,12 @@ def fused_optimizer(ctx: PatchContext, fix: dict, p: dict) -> dict:
         if stars and find_arg(call, "fused") is None:
             # **extra_args may hold fused= already (nanoGPT: dict(fused=True) if use_fused):
             # a second fused= would raise, so the entry goes into the unpacked dict
-            def edit(c: cst.Call) -> cst.Call:
-                args = [a.with_changes(value=cst.parse_expression(f'{{**{code_of(a.value)}, "fused": True}}'))
-                        if a.star == "**" and a is c.args[idx] else a for a in c.args]
-                return remove_arg(c.with_changes(args=args), "foreach")
             idx = call.args.index(stars[-1])
+
+            def edit(c: cst.Call) -> cst.Call:
+                args = list(c.args)
+                args[idx] = args[idx].with_changes(value=cst.parse_expression(f'{{**{code_of(args[idx].value)}, "fused": True}}'))
+                return remove_arg(c.with_changes(args=args), "foreach")
             ctx.on_node(f, call, edit)
             return applied(here, [f'**{{**{code_of(stars[-1].value)}, "fused": True}}'],
                            warning="the optimizer takes **kwargs: fused=True is set inside them")

@@ -56,7 +56,8 @@ def _files(ctx: PatchContext, f: SourceFile) -> list[SourceFile]:
     return list(out.values())
 
 
-def _ran(ctx: PatchContext, f: SourceFile, node) -> bool:
+def ran_at(ctx: PatchContext, f: SourceFile, node) -> bool:
+    """Whether the statement holding ``node`` ran (True when the run recorded no lines)."""
     stmt = f.stmt_at(f.line_of(node))
     return stmt is None or ctx.ran(f, stmt) is not False
 
@@ -182,9 +183,9 @@ def _sources(ctx: PatchContext, files: list[SourceFile], key: str):
     for g in files:
         for node in g.pos:
             if isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString) and \
-                    node.key.evaluated_value == key and _ran(ctx, g, node):
+                    node.key.evaluated_value == key and ran_at(ctx, g, node):
                 out.append((g, node.value))
-            elif isinstance(node, cst.Call) and last_name(node.func) == "dict" and _ran(ctx, g, node):
+            elif isinstance(node, cst.Call) and last_name(node.func) == "dict" and ran_at(ctx, g, node):
                 found = find_arg(node, key)
                 if found is not None:
                     out.append((g, found[1].value))

@@ -34,8 +34,7 @@ def _dataloader_call(ctx: PatchContext, fix: dict) -> tuple[SourceFile, cst.Call
 def _kwargs_entry(ctx: PatchContext, f: SourceFile, call: cst.Call, name: str):
     """The value ``name`` gets through the call's ``**kwargs`` when those are a dict built in
     the same function (``train_kwargs.update(cuda_kwargs)``: pytorch/examples' layout)."""
-    stars = [a.value for a in call.args if a.star == "**"]
-    if not stars:
+    if not has_double_star(call):
         return None
     func = f.parent.get(f.stmt_at(f.line_of(call)))
     while func is not None and not isinstance(func, (cst.FunctionDef, cst.Module)):
@@ -44,15 +43,15 @@ def _kwargs_entry(ctx: PatchContext, f: SourceFile, call: cst.Call, name: str):
     for node in f.pos:
         if isinstance(node, cst.DictElement) and isinstance(node.key, cst.SimpleString) and \
                 node.key.evaluated_value == name and lo <= f.pos[node].start.line <= hi and \
-                ctx.ran(f, f.stmt_at(f.pos[node].start.line)) is not False:
+                knobs.ran_at(ctx, f, node):
             return node
     return None
 
 
 def _dict_entries(d: cst.Dict, items: list[tuple[str, str]]) -> cst.Dict:
     """``'key': value`` entries added to a dict literal, after its last one, where absent."""
-    have = {e.key.evaluated_value for e in d.elements if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)}
     keys = [e.key for e in d.elements if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)]
+    have = {k.evaluated_value for k in keys}
     q = keys[0].quote if keys else "'"        # the user's own quotes
     new = [cst.DictElement(key=cst.SimpleString(f"{q}{k}{q}"), value=cst.parse_expression(v))
            for k, v in items if k not in have]

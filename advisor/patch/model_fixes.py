@@ -101,7 +101,7 @@ def _input_stmt(ctx: PatchContext, fix: dict, required: bool = True):
     return f, line, stmt
 
 
-def _switch_on(ctx: PatchContext, f: SourceFile, node, what: str) -> dict | None:
+def _switch_on(ctx: PatchContext, f: SourceFile, node) -> dict | None:
     """The script's own switch for this fix: ``if params.channels_last:`` whose body does it and
     did not run. Its value is turned on where the user keeps it (the YAML section, the flag's
     default: advisor.patch.knobs); None when it is not a plain name or its source is not found."""
@@ -155,7 +155,7 @@ def _next_switch(ctx: PatchContext, f: SourceFile, stmt, marker: str):
 def channels_last(ctx: PatchContext, fix: dict, p: dict) -> dict:
     f, stmt, target = _model_stmt(ctx, fix, "model.to(memory_format=torch.channels_last)")
     switch = _next_switch(ctx, f, stmt, "channels_last")
-    note = _switch_on(ctx, f, switch, "channels_last") if switch is not None else None
+    note = _switch_on(ctx, f, switch) if switch is not None else None
     if note is not None:
         return note   # the script converts its model and inputs under its own switch
     ctx.insert(f, stmt, f"{target} = {target}.to(memory_format=torch.channels_last)", after=True, prio=PRIO_CHANNELS_LAST)
@@ -265,7 +265,7 @@ def amp(ctx: PatchContext, fix: dict, p: dict) -> dict:
     node = f.parent.get(f.parent.get(stmt))      # stmt → its block → else: of an `if <switch>:`
     if isinstance(node, cst.Else) and isinstance(f.parent.get(node), cst.If) and \
             _does(f, f.parent[node].body, "autocast"):
-        note = _switch_on(ctx, f, f.parent[node], "amp")
+        note = _switch_on(ctx, f, f.parent[node])
         if note is not None:
             _switch_dtype(ctx, f, f.parent[node], p.get("dtype") or "bfloat16", note)
             return {**note, "changes_numerics": True}

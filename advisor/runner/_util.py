@@ -152,31 +152,31 @@ class SiteFinder:
                 return cand[len(cwd):]
         return real
 
-    def user_frame(self, depth: int = 1):
+    def user_frame(self, depth: int = 1, script_only: bool = False):
+        """The nearest frame outside the libraries; ``script_only``: of the user's own code,
+        past an installed package's too."""
+        keep = self.is_script_code if script_only else (lambda name: not self._is_library(name))
         f = sys._getframe(depth)
         while f is not None:
-            if not self._is_library(f.f_code.co_filename):
+            if keep(f.f_code.co_filename):
                 return f
             f = f.f_back
         return None
 
+    def where(self, f) -> str:
+        """A frame's "path:LINE", the path as display() gives it."""
+        return f"{self.display(f.f_code.co_filename)}:{f.f_lineno}"
+
     def site(self, depth: int = 2) -> str | None:
         f = self.user_frame(depth)
-        if f is None:
-            return None
-        return f"{self.display(f.f_code.co_filename)}:{f.f_lineno}"
+        return None if f is None else self.where(f)
 
     def script_site(self, depth: int = 2) -> str | None:
         """The nearest frame of the user's own code, past an installed package's (a framework
         that wraps DataLoader.__init__ while the user's train_dataloader() runs); None when
         the call came from no such frame."""
-        f = sys._getframe(depth)
-        while f is not None:
-            name = f.f_code.co_filename
-            if self.is_script_code(name):
-                return f"{self.display(name)}:{f.f_lineno}"
-            f = f.f_back
-        return None
+        f = self.user_frame(depth + 1, script_only=True)
+        return None if f is None else self.where(f)
 
     def caller_is_library(self, depth: int = 2) -> bool:
         """Whether the frame `depth` levels up (the direct caller) is library code."""

@@ -252,7 +252,7 @@ class Observer:
         if self._items_seen >= 1000 or not self.sites.is_script_code(caller.f_code.co_filename):
             return
         self._items_seen += 1
-        where = f"{self.sites.display(caller.f_code.co_filename)}:{caller.f_lineno}"
+        where = self.sites.where(caller)
         entry = self.config.setdefault("item_calls", {"value": {"sites": {}, "first_step": step, "last_step": step},
                                                       "where": where})
         v = entry["value"]

@@ -131,12 +131,15 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
+def _median(values: list[float]) -> float | None:
+    return sorted(values)[len(values) // 2] if values else None
+
+
 def stall_limit(intervals: list[float], stall_timeout: float | None) -> float:
     """Seconds without progress after which a script that has stepped is stalled."""
     if stall_timeout:
         return float(stall_timeout)
-    med = sorted(intervals)[len(intervals) // 2] if intervals else 0.0
-    return min(STALL_MAX_S, max(STALL_MIN_S, STALL_STEPS * med))
+    return min(STALL_MAX_S, max(STALL_MIN_S, STALL_STEPS * (_median(intervals) or 0.0)))
 
 
 def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=None,
@@ -208,7 +211,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     last_seen = None         # when the child last reported progress, after its first step
     last_t = None            # the child's time of its last step record
     intervals: list[float] = []
-    stalled = None           # (seconds silent, step) when advisor stopped a stalled script
+    stalled = False          # advisor stopped the script as stalled
     try:
         while True:
             try:
@@ -253,11 +256,10 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
                                    "(python or torch start-up hung?)")
                 elif now - t0 > timeout:
                     kill_reason = f"timed out after {timeout:g} s"
-                elif last_seen is not None and now - last_seen > stall_limit(intervals, stall_timeout):
-                    limit = stall_limit(intervals, stall_timeout)
-                    med = sorted(intervals)[len(intervals) // 2] * 1e3 if intervals else None
+                elif last_seen is not None and now - last_seen > (limit := stall_limit(intervals, stall_timeout)):
+                    med = _median(intervals)
                     kill_reason = (f"stalled: no training step for {limit:g} s after step {steps}"
-                                   + (f" (its median step: {med:.3g} ms)" if med is not None else "")
+                                   + (f" (its median step: {med * 1e3:.3g} ms)" if med is not None else "")
                                    + f"; every thread's stack is in {os.path.join(run_dir, STACKS)}")
                     stalled = True
                     _send(proc, getattr(signal, "SIGUSR2", signal.SIGINT))  # faulthandler: the stacks
@@ -298,7 +300,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     ex.setdefault("stopped_by_advisor", False)
     result["exit"] = ex
     result["interrupted"] = interrupted
-    result["stalled"] = bool(stalled)
+    result["stalled"] = stalled
     result["elapsed_s"] = round(time.monotonic() - t0, 3)
     result["started_warm"] = started_warm
     result["started_held"] = started_held

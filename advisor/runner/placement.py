@@ -48,7 +48,7 @@ class Placements:
         stack, f = [], caller
         while f is not None and len(stack) < 8:
             if self.sites.is_script_code(f.f_code.co_filename):
-                stack.append(f"{self.sites.display(f.f_code.co_filename)}:{f.f_lineno}")
+                stack.append(self.sites.where(f))
             f = f.f_back
         self._moves.setdefault(module, []).append(stack)
 
