@@ -86,6 +86,32 @@ def samples_per_s(child: dict, ms: float | None = None) -> float | None:
     return batch * micro_batches(child) * 1000.0 / ms if ms and batch else None
 
 
+def hold_batch(child: dict, base: dict, batch_changes: bool) -> str | None:
+    """A run whose samples per step (batch x micro-batches) read differently from the
+    baseline's while no fix of its own changes the batch has a detection fault, not a new
+    batch: its step is judged at the baseline's batch (an H100 MNIST preload trial read a
+    transform's input, batch 1, and its 7x faster step was rejected as -99.6%). The child is
+    changed in place, what was detected kept under "detected_batch"; returns the fault in
+    words, None when there is none. A compiled model that hides its batch from the hooks
+    (None) takes the baseline's silently: nothing was detected wrong."""
+    b, t = base.get("batch_size"), child.get("batch_size")
+    if batch_changes or not b:
+        return None
+    bm, tm = micro_batches(base), micro_batches(child)
+    if t == b and tm == bm:
+        return None
+    child["detected_batch"] = {"batch_size": t, "source": child.get("batch_size_source"), "micro_batches": tm}
+    child["batch_size"], child["step_counts"] = b, base.get("step_counts") or []
+    if t is None:
+        return None
+    seen = f"{t} ({child.get('batch_size_source') or 'unknown source'})" + (f" x {tm} micro-batches" if tm != 1 else "")
+    want = f"{b}" + (f" x {bm}" if bm != 1 else "")
+    fault = (f"batch detected as {seen}, not the baseline's {want}, with no fix changing it: a detection "
+             f"fault, judged on step time at the baseline's batch")
+    child["batch_fault"] = fault
+    return fault
+
+
 def acceptance_threshold(noise: float, n_ref: int = 1, n_trial: int = 1) -> float:
     """max(3%, twice the noise of the comparison). ``noise`` is the run-to-run noise of one
     run against one run; comparing the means of n_ref and n_trial runs shrinks it by
@@ -173,6 +199,7 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
         "step_time_ms": step_ms(child),
         "samples_per_s": samples_per_s(child),
         "batch_size": child.get("batch_size"),
+        "batch_fault": child.get("batch_fault"),
         "micro_batches": micro_batches(child),
         "left_out_steps": child.get("left_out_steps") or {},
         "steps_measured": len(step_times(child)),

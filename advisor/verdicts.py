@@ -30,7 +30,8 @@ def judge(runs: list[dict], ref_runs: list[dict], loss_ref: dict, noise: float,
         return "failed", "no steps were measured", None, None
     threshold = measure.acceptance_threshold(noise, len(ref_runs), len(runs))
     over = f"{runs_text(runs, ref_runs)}, threshold {threshold:.1%}" + \
-        "".join(f"; {name} did not apply: {why}" for name, why in refused.items())
+        "".join(f"; {name} did not apply: {why}" for name, why in refused.items()) + \
+        "".join(f"; {fault}" for fault in {r["batch_fault"] for r in runs if r.get("batch_fault")})
     if gain >= threshold:
         return "accepted", f"{gain:+.1%} vs the previous stack ({over})", gain, threshold
     if gain >= measure.MIN_GAIN:

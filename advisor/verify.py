@@ -185,6 +185,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         return {**out, "status": "not applied", "error": error}
     patched = str(tree / os.path.basename(script))
     runs: list[dict] = []
+    batch_changes = any(f.get("intervention") == "batch-size" for f in fixes)
     for attempt in range(2):
         spec = pipeline.trial_spec(patched, out["argv"], run_dir, opts, NAME, [], profile=False)
         spec["run_dir"] = str(Path(run_dir) / "verify" / f"run-{attempt + 1}")   # not a trial's
@@ -197,11 +198,11 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
             out.update(status="failed", error=pipeline_reason(child), runs=len(runs) + 1)
             break
         runs.append(child)
-        rate = _rate(runs, baseline)
+        rate = _rate(runs, baseline, batch_changes)
         if not stack_samples_per_s or rate / stack_samples_per_s >= SHORT:
             break
     if runs:
-        rate = _rate(runs, baseline)
+        rate = _rate(runs, baseline, batch_changes)
         base_rate = measure.samples_per_s(baseline)
         frac = rate / stack_samples_per_s if stack_samples_per_s else None
         out.update(runs=len(runs), samples_per_s=rate, step_time_ms=measure.mean_step_ms(runs),
@@ -214,13 +215,12 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     return out
 
 
-def _rate(runs: list[dict], baseline: dict) -> float:
-    """samples/s over the runs; a model compiled from its first call hides its batch from the
-    forward hooks, and no fix in the patch changes the batch: the baseline's then counts."""
+def _rate(runs: list[dict], baseline: dict, batch_changes: bool) -> float:
+    """samples/s over the runs, at the baseline's batch unless a fix of the patch changes it
+    (measure.hold_batch: a model compiled from its first call hides its batch from the hooks)."""
     ms = measure.mean_step_ms(runs)
-    first = runs[0]
-    if not first.get("batch_size") and baseline.get("batch_size"):
-        first = {**first, "batch_size": baseline["batch_size"], "step_counts": baseline.get("step_counts") or []}
+    first = dict(runs[0])
+    measure.hold_batch(first, baseline, batch_changes)
     return measure.samples_per_s(first, ms) or 0.0
 
 

@@ -15,6 +15,7 @@ import torch
 from test_precompute import Augmenting, Converting
 from test_runner_support import write
 
+from advisor import measure
 from advisor.interventions import epoch_ahead, preload
 from advisor.runner.parent import run_child
 
@@ -219,3 +220,33 @@ def test_process_exits_while_a_permutation_is_being_made(tmp_path):
                          timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "armed True"
+
+
+@pytest.mark.parametrize("fix", ["preload-dataset", "precompute-samples"])
+def test_a_transform_module_called_while_the_dataset_is_read_is_not_the_model(tmp_path, fix):
+    """torchvision's Normalize is an nn.Module: reading the dataset in the main process to
+    store it ran it on one sample, and that input was taken as the model's batch (1)."""
+    script = write(tmp_path / "train.py", """
+        import torch
+        class Normalize(torch.nn.Module):
+            def forward(self, x): return (x - 0.5) / 0.25
+        class Data(torch.utils.data.Dataset):
+            norm = Normalize()
+            def __len__(self): return 64
+            def __getitem__(self, i): return self.norm(torch.full((1, 4, 4), i / 64)), i % 2
+        loader = torch.utils.data.DataLoader(Data(), batch_size=16, shuffle=True)
+        model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 2))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for epoch in range(100):
+            for x, y in loader:
+                torch.nn.functional.cross_entropy(model(x), y).backward(); opt.step(); opt.zero_grad()
+    """)
+    spec = {"script": str(script), "argv": ["train.py"], "cwd": str(tmp_path), "run_dir": str(tmp_path / "run"),
+            "run_name": "01-trial", "warmup_steps": 2, "profile_steps": 0, "measure_steps": 4,
+            "record_memory": False, "with_stack": False, "sandbox_writes": True, "tb_dir": str(tmp_path / "tb"),
+            "seed": 0, "interventions": [{"name": fix, "params": {}}]}
+    res = run_child(spec, timeout=120, step_timeout=60)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert not [n for n in res["notes"] if "not applied" in n]
+    assert (res["batch_size"], res["batch_size_source"]) == (16, "dataloader")
+    assert measure.micro_batches(res) == 1

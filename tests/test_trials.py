@@ -183,6 +183,34 @@ def test_verdicts_confirm_gains_inside_the_noise():
     assert status == "rejected" and reason.startswith("numerics: loss became nan")
 
 
+def test_a_batch_that_reads_differently_without_a_batch_fix_is_a_detection_fault():
+    """The preloaded loader's 7x faster step read batch 1 (a transform's input) and was
+    rejected as -99.6%: without a fix that changes the batch it is judged at the baseline's."""
+    from advisor.verdicts import judge
+
+    base = {**_timed(52.8, batch=2048), "step_counts": [[1, 1, 1]] * 3}
+    trial = {**_timed(7.0, batch=1), "batch_size_source": "model-input", "step_counts": [[1, 1, 1]] * 3}
+    fault = measure.hold_batch(trial, base, batch_changes=False)
+    assert "batch detected as 1 (model-input), not the baseline's 2048" in fault and "detection fault" in fault
+    assert trial["batch_size"] == 2048 and trial["detected_batch"]["batch_size"] == 1
+    assert measure.samples_per_s(trial) == pytest.approx(2048 * 1000 / 7.0)
+    status, reason, gain, _ = judge([trial], [base], base, 0.05, False)
+    assert status == "accepted" and gain == pytest.approx(52.8 / 7.0 - 1) and "detection fault" in reason
+    assert measure.trial_figures(trial, None, base)["batch_fault"] == fault
+    # a batch-size fix: the new batch stands
+    bigger = _timed(90.0, batch=4096)
+    assert measure.hold_batch(bigger, base, batch_changes=True) is None and bigger["batch_size"] == 4096
+    # micro-batches count too: accumulation read as 1 where the baseline had 4
+    acc_base = {**_timed(40.0, batch=8), "step_counts": [[0, 4, 4]] * 3}
+    compiled = {**_timed(20.0, batch=8), "step_counts": [[0, 4, 0]] * 3}   # compiled: forwards hidden
+    assert measure.hold_batch(compiled, acc_base, False) and measure.micro_batches(compiled) == 4
+    # a compiled model that hid its batch takes the baseline's without a fault
+    hidden = _timed(20.0, batch=None)
+    assert measure.hold_batch(hidden, base, False) is None and hidden["batch_size"] == 2048
+    same = _timed(40.0, batch=2048)
+    assert measure.hold_batch(same, base, False) is None and "detected_batch" not in same
+
+
 def test_tensorboard_lists_every_trial_of_a_run(slow_run, query_tb_profiler):
     _, tmp = slow_run
     doc = json.loads((tmp / "run" / "run.json").read_text())

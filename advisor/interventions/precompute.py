@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from advisor.interventions._patch import not_applied, wrap
+from advisor.interventions._patch import making_batches, not_applied, wrap
 
 NAME = "precompute-samples"
 CHANGES_NUMERICS = False
@@ -150,9 +150,11 @@ def apply(params) -> None:
             in_kwargs = "dataset" in kwargs
             dataset = kwargs["dataset"] if in_kwargs else (args[0] if args else None)
             if dataset is not None:
-                why = plan(dataset, max_bytes, max_seconds)
+                with making_batches():  # the transforms' module calls are not the model's
+                    why = plan(dataset, max_bytes, max_seconds)
+                    if why is None:
+                        dataset = precompute(dataset)
                 if why is None:
-                    dataset = precompute(dataset)
                     if in_kwargs:
                         kwargs["dataset"] = dataset
                     else:

@@ -25,7 +25,7 @@ import numbers
 import torch
 
 from advisor.interventions import precompute
-from advisor.interventions._patch import accelerator, not_applied, wrap
+from advisor.interventions._patch import accelerator, making_batches, not_applied, wrap
 from advisor.interventions.epoch_ahead import Speculation, moved
 
 NAME = "preload-dataset"
@@ -267,9 +267,11 @@ def apply(params) -> None:
                 device = where
                 if device.type == "cuda" and device.index is None:
                     device = torch.device("cuda", torch.cuda.current_device())
-                why = plan(dataset, named, device, max_bytes)
+                with making_batches():  # the transforms' module calls are not the model's
+                    why = plan(dataset, named, device, max_bytes)
+                    if why is None:
+                        dataset = preload(dataset, device)
                 if why is None:
-                    dataset = preload(dataset, device)
                     if "dataset" in kwargs:
                         kwargs["dataset"] = dataset
                     else:

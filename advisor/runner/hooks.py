@@ -267,7 +267,7 @@ class Hooks(CopyHooks):
             except Exception as e:
                 obs.want_forward = False
                 c.internal_error("model input observation", e)
-        if c.batch_size is None:
+        if c.batch_size is None and _has_parameters(module):  # not a transform (Normalize) called by hand
             t = first_tensor(args)
             if t is not None and t.dim() >= 1:
                 c.batch_size = int(t.shape[0])
@@ -356,3 +356,7 @@ class Hooks(CopyHooks):
             return orig(t)
 
         self.loop.set(torch.Tensor, "item", item)
+
+
+def _has_parameters(module) -> bool:
+    return next(iter(module.parameters()), None) is not None
