@@ -206,19 +206,25 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
 
     child = run_child(spec, timeout=opts.timeout, step_timeout=opts.step_timeout, on_progress=on_progress,
                       stdout_to_stderr=ns.json, stall_timeout=opts.stall_timeout)
+    child, own_traces, split = _short_or_self_profiled(ns, spec, opts, child, prep)
     analysis, model, trace_err = pipeline.analyze_trace_files(run_dir, child.get("trace_files") or [])
     pipeline.merge_child_results(analysis, child)
     extra = [trace_err] if trace_err and child.get("status") == "complete" else []
     findings, skipped = pipeline.run_findings(model, analysis, child.get("config") or {},
                                               child.get("environment") or {}, opts.rules_dirs)
     doc = pipeline.build_run_document(spec, child, analysis, findings, skipped, extra)
+    if child.get("schedule"):
+        doc["schedule"] = child["schedule"]
+    if own_traces is not None:
+        doc["own_traces"] = own_traces
     rundir.write_json(run_dir / "run.json", doc)
     _render(run_dir, doc)
     if not ns.no_trials and doc["status"] == "complete":
-        _run_trials(ns, script, script_args, run_dir, opts, child, doc, started, prep.take_warm(), prep.take_held())
+        _run_trials(ns, script, script_args, run_dir, split[0], child, doc, started, prep.take_warm(), prep.take_held(),
+                    split[1])
     elif ns.applied and doc["status"] == "complete":
         # --apply without trials: the baseline ran with the fixes; the patch must do the same
-        _patch_and_verify(ns, script, script_args, run_dir, opts, doc, child, ns.applied,
+        _patch_and_verify(ns, script, script_args, run_dir, split[0], doc, child, ns.applied,
                           measure.samples_per_s(child))
         rundir.write_json(run_dir / "run.json", doc)
         _render(run_dir, doc)
@@ -236,10 +242,35 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     return 0
 
 
-def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: float, warm=None, held=None) -> None:
+def _short_or_self_profiled(ns, spec: dict, opts, child: dict, prep):
+    """A script that ended before advisor was done gets its timing and profile in runs of their
+    own; one that profiles itself, a run where its profiler writes (advisor.schedule). Returns
+    the (merged) baseline, what its own profiler wrote, and the trials' (options, profile split)."""
+    from advisor import schedule
+    from advisor.runner.parent import run_child
+
+    def run(s: dict) -> dict:
+        return run_child(s, timeout=opts.timeout, step_timeout=opts.step_timeout, stdout_to_stderr=ns.json,
+                         stall_timeout=opts.stall_timeout)
+
+    def say(line: str) -> None:
+        err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False)
+
+    split = (opts, None)
+    sched = schedule.plan(child, opts.profile_steps, opts.warmup)
+    if sched is not None:
+        if prep is not None:
+            prep.drop_held()  # started on the default schedule
+        child = schedule.complete(child, spec, sched, run, say)
+        split = schedule.for_trials(opts, sched)
+    return child, schedule.own_profiler_run(child, spec, run, say), split
+
+
+def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: float, warm=None, held=None,
+                split_profile: dict | None = None) -> None:
     from advisor import trials
 
-    ctx = trials.TrialContext(
+    ctx = trials.TrialContext(split_profile=split_profile,
         script=script, script_args=script_args, run_dir=run_dir, opts=opts, baseline=child,
         baseline_findings=doc["findings"], environment=doc["environment"], budget_s=ns.budget * 60.0,
         max_trials=ns.max_trials, trial_timeout=ns.trial_timeout,

@@ -192,9 +192,15 @@ def build_run_document(spec: dict, child: dict, analysis: dict | None, findings:
 
 
 def json_summary(doc: dict) -> dict:
-    """The machine-readable answer of `--json`: the headline figures first."""
+    """The machine-readable answer of `--json`: the headline figures first. `breakdown` is the
+    profiled step's; `breakdown_scaled_to_measured` is it scaled to the measured (unprofiled)
+    step, each phase × measured / profiled (None without a measured step), and
+    `profiler_overhead` is profiled / measured (None without both)."""
+    from advisor.report.overhead import profiler_overhead
+
     analysis = doc.get("analysis") or {}
     meas = doc.get("measurement") or {}
+    ov = profiler_overhead(analysis, meas)
     return {
         "run_dir": doc.get("run_dir"),
         "status": doc.get("status"),
@@ -204,6 +210,8 @@ def json_summary(doc: dict) -> dict:
         "samples_per_s": meas.get("samples_per_s"),
         "batch_size": meas.get("batch_size"),
         "breakdown": analysis.get("breakdown"),
+        "breakdown_scaled_to_measured": ov["breakdown"] if ov["scaled"] else None,
+        "profiler_overhead": ov["factor"],
         "kernel_time_by_class": analysis.get("kernel_time_by_class"),
         "gpu_busy_pct": analysis.get("gpu_busy_pct"),
         "findings": doc.get("findings"),

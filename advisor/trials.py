@@ -48,6 +48,7 @@ class TrialContext:
     warm: object = None             # runner.ahead.WarmChild started ahead for the first trial process
     lookahead: int | None = None    # guesses started ahead of each trial (None: by the host, lookahead.py)
     held: object = None             # runner.ahead.HeldChild: the repeat, started during the baseline
+    split_profile: dict | None = None  # a short script: profiled trials are profiled in a run of their own (advisor.schedule)
     ahead: object = None            # lookahead.Lookahead, while the ladder runs
 
     def out_of_budget(self) -> bool:
@@ -67,6 +68,8 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     this one runs (advisor.lookahead); None keeps the guesses already made."""
     from advisor.runner.parent import run_child
 
+    if profile and ctx.split_profile:
+        return _run_split(ctx, name, stack, guesses)
     spec = _spec(ctx, name, stack, profile)
     held, warm = ctx.ahead.take(spec)
     ctx.ahead.guess(spec, None if guesses is None else [_spec(ctx, *g) for g in guesses])
@@ -83,6 +86,23 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     if child.get("interrupted"):  # Ctrl-C reached the trial: stop the ladder, keep the rest
         raise KeyboardInterrupt
     analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])
+    pipeline.merge_child_results(analysis, child)
+    return child, analysis, model
+
+
+def _run_split(ctx: TrialContext, name: str, stack: list[Candidate], guesses) -> tuple[dict, dict | None, object]:
+    """A short script's trial: timed in one run, profiled in another (advisor.schedule)."""
+    from advisor.runner.parent import run_child
+
+    child, _, _ = _run(ctx, name, stack, False, guesses)
+    if child.get("status") != "complete":
+        return child, None, None
+    spec = {**_spec(ctx, name, stack, True), **ctx.split_profile, "measure_steps": 0,
+            "run_dir": str(Path(ctx.run_dir) / "trials" / name / "profile")}
+    prof = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
+                     stdout_to_stderr=ctx.stdout_to_stderr, stall_timeout=ctx.opts.stall_timeout)
+    child["trace_files"] = prof.get("trace_files") or []
+    analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child["trace_files"])
     pipeline.merge_child_results(analysis, child)
     return child, analysis, model
 

@@ -58,6 +58,12 @@ class TrialsPrep:
             held.resume()
         return held
 
+    def drop_held(self) -> None:
+        """The repeat's spec no longer holds (a short script's schedule changed it)."""
+        if self.held is not None:
+            self.held.close()
+            self.held = None
+
     def close(self) -> None:
         for p in (self.warm, self.held):
             if p is not None:

@@ -416,3 +416,125 @@ def test_the_terminal_ladder_keeps_its_figures_on_one_line_in_80_columns():
         figures = f"{t['speedup_vs_baseline']:.2f}x"
         assert any(line.startswith(figures) and t["status"] in line for line in lines), (t["name"], figures)
         assert any(line.startswith(f"{t['name']}: {t['status']}, ") for line in lines), t["name"]
+
+
+# --- the profiler's overhead: phases scaled to the measured step -----------------------------
+
+CPU_BREAKDOWN = {"data_wait": 64.7, "forward": 194.1, "backward": 323.5, "optimizer": 51.76, "other": 12.94}
+
+
+def cpu_doc(measured=70.0, profiled=647.0) -> dict:
+    """A CPU run as a user saw it: a 647 ms profiled step against 70 ms measured unprofiled."""
+    k = profiled / 647.0
+    analysis = {"step_time_ms": profiled, "breakdown": {p: v * k for p, v in CPU_BREAKDOWN.items()}, "steps_in_trace": 2}
+    doc = {"status": "complete", "run_dir": "/runs/cpu", "command": {"argv": ["train.py"]},
+           "analysis": analysis, "environment": {"torch": "2.x"}}
+    if measured is not None:
+        doc["measurement"] = {"step_time_ms": measured, "steps_measured": 20, "samples_per_s": 914.3, "batch_size": 64}
+    return doc
+
+
+def test_overhead_scales_the_breakdown_to_the_measured_step():
+    from advisor.report.overhead import of_doc, of_trial, profiler_overhead
+    ov = of_doc(cpu_doc())
+    assert ov["profiled_ms"] == 647.0 and ov["measured_ms"] == 70.0 and ov["kind"] == "slower" and ov["scaled"]
+    assert ov["factor"] == pytest.approx(647 / 70)
+    assert sum(ov["breakdown"].values()) == pytest.approx(70.0)
+    assert ov["breakdown"]["backward"] == pytest.approx(323.5 * 70 / 647)
+    assert ov["profiled_breakdown"] == CPU_BREAKDOWN and ov["step_ms"] == 70.0
+    assert ov["sentence"] == ("profiled step 647 ms, measured 70.0 ms unprofiled: the profiler made steps 9.2x "
+                              "slower; ms are scaled to the measured step, shares are the profiled step's.")
+    # `advisor inspect`: a trace alone, nothing measured: unscaled, nothing said of overhead
+    for d in (cpu_doc(measured=None), {**cpu_doc(), "measurement": {"step_time_ms": float("nan")}}):
+        ov = of_doc(d)
+        assert ov["kind"] == "unmeasured" and not ov["scaled"] and ov["factor"] is None and ov["sentence"] is None
+        assert ov["breakdown"] == CPU_BREAKDOWN and ov["step_ms"] == 647.0
+    assert of_doc({})["breakdown"] is None and of_doc(None)["sentence"] is None
+    small = of_doc(cpu_doc(measured=70.0, profiled=74.0))
+    assert small["kind"] == "small" and "the two agree within 10% (1.06x), so the profiler added little" in small["sentence"]
+    assert "slower" not in small["sentence"]
+    fast = of_doc(cpu_doc(measured=70.0, profiled=35.0))
+    assert fast["kind"] == "faster" and sum(fast["breakdown"].values()) == pytest.approx(70.0)
+    assert "the profiled steps ran 2.0x faster than the timed ones" in fast["sentence"]
+    assert "not profiler overhead" in fast["sentence"] and "made steps" not in fast["sentence"]
+    t = of_trial({"breakdown": {"forward": 30.0, "gpu_idle": 10.0}, "profiled_step_time_ms": 40.0, "step_time_ms": 20.0})
+    assert t["breakdown"] == {"forward": 15.0, "gpu_idle": 5.0} and t["factor"] == 2.0
+    assert of_trial({"breakdown": {"forward": 3.0}, "step_time_ms": None})["breakdown"] == {"forward": 3.0}
+    assert profiler_overhead({"breakdown": {"a": 1.0, "b": 3.0}}, {"step_time_ms": 2.0})["breakdown"] == {"a": 0.5, "b": 1.5}
+
+
+def test_terminal_breakdown_is_scaled_to_the_measured_step_and_says_the_overhead():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from advisor.report.terminal import print_inspect, print_summary
+    out = StringIO()
+    print_summary(cpu_doc(), Console(file=out, width=80))
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    assert "where a measured step's time goes" in text and "profiled ms" in text
+    row = next(line for line in lines if "backward" in line)
+    assert f"{323.5 * 70 / 647:.2f}" in row and "50.0%" in row and "323.50" in row
+    step = next(line for line in lines if "step " in line and "100%" in line)
+    assert "70.00" in step and "647.00" in step
+    said = " ".join(line.strip() for line in lines[lines.index(next(x for x in lines if x.startswith("profiled step"))):][:2])
+    assert said == ("profiled step 647 ms, measured 70.0 ms unprofiled: the profiler made steps 9.2x slower; "
+                    "ms are scaled to the measured step, shares are the profiled step's.")
+    # inspect (a trace alone): the profiled step as before, no overhead sentence
+    out = StringIO()
+    print_inspect({"trace": "t.pt.trace.json.gz", "analysis": cpu_doc()["analysis"], "findings": []},
+                  Console(file=out, width=80))
+    text = out.getvalue()
+    assert "where a profiled step's time goes" in text and "profiled ms" not in text
+    assert "323.50" in text and "647.00" in text and "unprofiled" not in text and "slower" not in text
+    # analyze without a measured step (an incomplete run): the same
+    out = StringIO()
+    print_summary(cpu_doc(measured=None), Console(file=out, width=80))
+    assert "where a profiled step's time goes" in out.getvalue() and "unprofiled:" not in out.getvalue()
+
+
+def test_html_breakdown_is_scaled_to_the_measured_step_and_says_the_overhead(tmp_path):
+    doc = cpu_doc()
+    doc["analysis"]["breakdown"]["data_wait<b>"] = 0.0  # a phase name is data: escaped
+    doc["measurement"]["step_time_ms"] = 70.0
+    doc["trials"] = [{"name": "01-amp", "status": "rejected", "reason": "slower", "interventions": ["amp"],
+                      "step_time_ms": 50.0, "profiled_step_time_ms": 400.0,
+                      "breakdown": {"forward": 300.0, "backward": 100.0}},
+                     {"name": "00-baseline-repeat", "status": "reference", "reason": "noise", "step_time_ms": 71.0}]
+    text = report_html.render_html(doc, tmp_path)
+    table = text.split('id="breakdown"', 1)[1].split("</table>", 1)[0]
+    assert '<th class="num">ms / step (scaled to measured)</th><th class="num">ms / profiled step</th>' in table
+    row = table.split("<td>backward</td>", 1)[1].split("</tr>", 1)[0]
+    assert row == f'<td class="num">{323.5 * 70 / 647:.2f}</td><td class="num">323.50</td><td class="num">50.0%</td>'
+    assert "<b>70.00</b>" in table and "<b>647.00</b>" in table
+    assert "data_wait&lt;b&gt;" in table and "data_wait<b>" not in text
+    said = text.split('id="profiler-overhead">', 1)[1].split("</p>", 1)[0]
+    assert ("profiled step 647 ms, measured 70.0 ms unprofiled: the profiler made steps 9.2x slower; "
+            "ms are scaled to the measured step, shares are the profiled step&#39;s.") in said
+    # the chart: each row's breakdown scaled to its own measured step
+    _, data = report_html.run_context(doc, tmp_path)
+    bars = {r["name"]: r for r in data["rows"]}
+    assert sum(bars["baseline"]["breakdown"].values()) == pytest.approx(70.0) and bars["baseline"]["breakdown_scaled"]
+    assert bars["01-amp"]["breakdown"] == {"forward": 37.5, "backward": 12.5}
+    assert bars["01-amp"]["profiled_step_time_ms"] == 400.0 and bars["01-amp"]["breakdown_scaled"]
+    assert bars["00-baseline-repeat"]["breakdown"] == {} and not bars["00-baseline-repeat"]["breakdown_scaled"]
+    ladder = text.split('id="ladder"', 1)[1].split("</table>", 1)[0]
+    assert 'title="profiled step 400 ms, measured 50.0 ms unprofiled: the profiler made steps 8.0x slower;' in ladder
+    # without a measured step: the profiled step as before, nothing said of overhead
+    text = report_html.render_html(cpu_doc(measured=None), tmp_path)
+    table = text.split('id="breakdown"', 1)[1].split("</table>", 1)[0]
+    assert "scaled to measured" not in table and '<th class="num">ms / step</th>' in table
+    assert "<td><b>profiled step</b></td>" in table and 'id="profiler-overhead"' not in text
+    assert "323.50" in table
+
+
+def test_json_summary_gives_the_scaled_breakdown_and_the_overhead():
+    from advisor import pipeline
+    s = pipeline.json_summary(cpu_doc())
+    assert s["breakdown"] == CPU_BREAKDOWN and s["profiled_step_time_ms"] == 647.0 and s["step_time_ms"] == 70.0
+    assert s["profiler_overhead"] == pytest.approx(647 / 70)
+    assert sum(s["breakdown_scaled_to_measured"].values()) == pytest.approx(70.0)
+    s = pipeline.json_summary(cpu_doc(measured=None))
+    assert s["profiler_overhead"] is None and s["breakdown_scaled_to_measured"] is None and s["breakdown"] == CPU_BREAKDOWN

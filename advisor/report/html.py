@@ -89,15 +89,20 @@ def _timeline(run_dir: Path | None, traces: list[str], title: str) -> dict | Non
     return {"title": title, **tl}
 
 
-def _bars(rows: list[dict]) -> list[dict]:
-    """The per-row numbers the charts draw (labels are data; the page draws them as text)."""
+def _bars(rows: list[dict], scaled: bool = False) -> list[dict]:
+    """The per-row numbers the charts draw (labels are data; the page draws them as text).
+    scaled: each row's breakdown scaled to its own measured step where it has one (the
+    profiler's overhead taken out), else as profiled."""
     out = []
     for r in rows:
+        ov = r.get("overhead") or {}
+        breakdown = ov["breakdown"] if scaled and ov.get("scaled") else r["breakdown"]
         out.append({"name": r["name"], "label": r["label"], "status": r["status"], "apart": r["apart"],
                     "gain": r["gain"], "speedup": r["speedup"], "samples_per_s": r["samples_per_s"],
                     "step_time_ms": r["step_time_ms"], "peak_memory_bytes": r["peak_memory_bytes"],
                     "profiled_step_time_ms": r["profiled_step_time_ms"],
-                    "breakdown": {k: view.num(v) for k, v in (r["breakdown"] or {}).items()},
+                    "breakdown": {k: view.num(v) for k, v in (breakdown or {}).items()},
+                    "breakdown_scaled": bool(scaled and ov.get("scaled")),
                     "kernels": {k: view.num(v) for k, v in (r["kernel_time_by_class"] or {}).items()}})
     return out
 
@@ -121,9 +126,9 @@ def run_context(doc: dict, run_dir: Path | None) -> tuple[dict, dict]:
            "rows": rows, "head": head, "findings": view.findings_view(doc, rows, patch), "patch": patch,
            "env_rows": view.environment_rows(doc.get("environment") or {}),
            "memory": view.memory_view(doc, best), "kernel_rows": view.kernel_rows(analysis),
-           "traces": view.traces_view(rows, run_dir), "timelines": timelines,
+           "traces": view.traces_view(rows, run_dir), "timelines": timelines, "overhead": rows[0]["overhead"],
            "title": " ".join(str(a) for a in (doc.get("command") or {}).get("argv") or []) or "run"}
-    data = {"kind": "run", "rows": _bars(rows), "noise": head["noise"], "threshold": head["threshold"],
+    data = {"kind": "run", "rows": _bars(rows, scaled=True), "noise": head["noise"], "threshold": head["threshold"],
             "best": best["name"] if best else None, "timelines": timelines,
             "kernel_series": [{"label": "baseline", "shares": _nums(analysis.get("kernel_time_by_class")),
                                "ms": _nums(analysis.get("kernel_time_ms_by_class"))}]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from advisor.report.overhead import profiler_overhead
 
 PHASE_LABELS = {
     "data_wait": "data wait", "h2d": "host→device copy", "forward": "forward", "backward": "backward",
@@ -21,14 +25,40 @@ def _fmt(v, unit: str = "", nd: int = 1) -> str:
     return f"{v}{unit}"
 
 
-def breakdown_table(analysis: dict, title: str = "where a profiled step's time goes") -> Table:
-    total = analysis.get("step_time_ms") or 0.0
-    table = Table("phase", "ms / step", "share", title=title)
-    for phase, ms in (analysis.get("breakdown") or {}).items():
-        share = (ms / total * 100.0) if total else 0.0
-        table.add_row(PHASE_LABELS.get(phase, phase), _fmt(float(ms), nd=2), f"{share:.1f}%")
-    table.add_row("[b]step[/]", _fmt(float(total), nd=2), "100%")
+def breakdown_table(analysis: dict, title: str | None = None, measurement: dict | None = None) -> Table:
+    """Each phase's ms and share of the step. With a measured (unprofiled) step, the ms are
+    scaled to it (phase × measured / profiled: the profiler slows steps, on a CPU several
+    times) beside the profiled ms; the shares are the profiled step's. Without one (`inspect`
+    reads a trace alone) the profiled step as it was."""
+    ov = profiler_overhead(analysis, measurement)
+    total = ov["profiled_ms"] or 0.0
+    raw = ov["profiled_breakdown"] or {}
+    if not ov["scaled"]:
+        table = Table("phase", "ms / step", "share", title=title or "where a profiled step's time goes")
+        for phase, ms in raw.items():
+            share = (ms / total * 100.0) if total and ms is not None else 0.0
+            table.add_row(PHASE_LABELS.get(phase, phase), _fmt(_float(ms), nd=2), f"{share:.1f}%")
+        table.add_row("[b]step[/]", _fmt(float(total), nd=2), "100%")
+        return table
+    table = Table("phase", "ms / step", "share", "profiled ms",
+                  title=title or "where a measured step's time goes")
+    for phase, ms in raw.items():
+        share = (ms / total * 100.0) if total and ms is not None else 0.0
+        table.add_row(PHASE_LABELS.get(phase, phase), _fmt(_float(ov["breakdown"].get(phase)), nd=2),
+                      f"{share:.1f}%", _fmt(_float(ms), nd=2))
+    table.add_row("[b]step[/]", _fmt(float(ov["measured_ms"]), nd=2), "100%", _fmt(float(total), nd=2))
     return table
+
+
+def _float(v):
+    return None if v is None else float(v)
+
+
+def overhead_lines(analysis: dict, measurement: dict | None, width: int = 80) -> list[str]:
+    """The profiler's overhead in words, wrapped to `width` columns (plain text, markup
+    escaped); none where nothing was measured."""
+    sentence = profiler_overhead(analysis, measurement)["sentence"]
+    return [escape(line) for line in textwrap.wrap(sentence, width=width)] if sentence else []
 
 
 def kernel_table(analysis: dict) -> Table | None:
@@ -115,7 +145,7 @@ def print_summary(doc: dict, console: Console) -> None:
     head.add_row("status", doc.get("status", "?") + ("" if doc.get("status") == "complete"
                                                      else f": {escape('; '.join(doc.get('incomplete_reasons') or []))}"))
     console.print(head)
-    _print_analysis(console, analysis, doc.get("findings") or [])
+    _print_analysis(console, analysis, doc.get("findings") or [], meas)
     tt = trials_table(doc)
     if tt is not None:
         console.print(tt)
@@ -136,7 +166,20 @@ def print_summary(doc: dict, console: Console) -> None:
             console.print(f"[yellow]  ✘ {escape(line)}[/]")
     for note in doc.get("notes") or []:
         console.print(f"[yellow]note:[/] {escape(note)}")
+    for line in own_traces_lines(doc):
+        console.print(escape(line))
     console.print(f"report: {escape(str(doc.get('run_dir')))}/index.html")
+
+
+def own_traces_lines(doc: dict) -> list[str]:
+    """What the script's own profiler wrote (advisor.schedule.own_profiler_run), in words."""
+    own = doc.get("own_traces")
+    if not isinstance(own, dict):
+        return []
+    if own.get("traces"):
+        return [f"your profiler's trace: {t}" for t in own["traces"]] + \
+            [f"(written where the script asked, in a run of their own: {own.get('steps')} steps)"]
+    return [f"your profiler wrote no trace in advisor's run for it: {own.get('reason') or 'unknown'}"]
 
 
 def print_inspect(res: dict, console: Console) -> None:
@@ -147,9 +190,13 @@ def print_inspect(res: dict, console: Console) -> None:
     _print_analysis(console, res.get("analysis") or {}, res.get("findings") or [])
 
 
-def _print_analysis(console: Console, analysis: dict, findings: list) -> None:
-    """The breakdown, kernel classes and findings: what analyze and inspect both show."""
-    tables = [breakdown_table(analysis), kernel_table(analysis)] if analysis else []
-    for table in [*tables, findings_table(findings)]:
+def _print_analysis(console: Console, analysis: dict, findings: list, measurement: dict | None = None) -> None:
+    """The breakdown, kernel classes and findings: what analyze and inspect both show (analyze
+    with its measured step: the breakdown scaled to it, and the profiler's overhead said)."""
+    if analysis:
+        console.print(breakdown_table(analysis, measurement=measurement))
+        for line in overhead_lines(analysis, measurement, width=min(80, console.width)):
+            console.print(line, highlight=False)
+    for table in [kernel_table(analysis) if analysis else None, findings_table(findings)]:
         if table is not None:
             console.print(table)

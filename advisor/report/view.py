@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from advisor.report.overhead import of_doc, of_trial
 from advisor.report.terminal import PHASE_LABELS, batch_text
 
 PHASE_COLORS = {
@@ -54,7 +55,8 @@ def baseline_row(doc: dict) -> dict:
             "gain": None, "breakdown": _dict(analysis.get("breakdown")), "warmup_cost_s": None,
             "profiled_step_time_ms": num(analysis.get("step_time_ms")),
             "kernel_time_by_class": _dict(analysis.get("kernel_time_by_class")),
-            "traces": [str(x) for x in (doc.get("traces") or {}).get("baseline") or []], "origin": None}
+            "traces": [str(x) for x in (doc.get("traces") or {}).get("baseline") or []], "origin": None,
+            "overhead": overhead_view(of_doc(doc))}
 
 
 def _dict(v) -> dict | None:
@@ -74,7 +76,14 @@ def trial_row(t: dict) -> dict:
             "profiled_step_time_ms": num(t.get("profiled_step_time_ms")),
             "kernel_time_by_class": _dict(t.get("kernel_time_by_class")),
             "traces": [str(x) for x in t.get("traces") or []] if isinstance(t.get("traces"), list) else [],
-            "origin": t.get("origin"), "fix": t.get("fix"), "rung_note": str(t.get("rung_note") or "")}
+            "origin": t.get("origin"), "fix": t.get("fix"), "rung_note": str(t.get("rung_note") or ""),
+            "overhead": overhead_view(of_trial(t))}
+
+
+def overhead_view(ov: dict) -> dict:
+    """A row's profiled step against its measured one (advisor.report.overhead), its numbers
+    made finite-or-None: `breakdown` is scaled to the measured step where both exist."""
+    return {**ov, "breakdown": {k: num(v) for k, v in (ov.get("breakdown") or {}).items()} or None}
 
 
 def ladder(doc: dict) -> list[dict]:

@@ -223,3 +223,7 @@ class Patcher:
                     setattr(obj, name, old)
             except Exception:
                 pass
+
+# The fewest timed steps an answer rests on: a window the script ends inside keeps this many
+# (runner/window.py), and a short script's timing run asks for at least this many (advisor.schedule).
+MIN_TIMED = 3

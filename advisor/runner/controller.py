@@ -101,6 +101,8 @@ class Controller(Profiling):
         self.exit = {"code": None, "exception": None, "stopped_by_advisor": False}
         self.prof = None
         self._own_profiler = 0      # >0 while advisor itself drives torch.profiler
+        self.script_profilers = None  # disarm.ScriptProfilers: the script's own, let work (spec own_profiler)
+        self.max_steps = int(spec.get("max_steps") or 0)  # stop here whatever the phase (0: no limit)
         self.observer = None        # observe.Observer
         self.sandbox = None         # sandbox.Sandbox (trials)
         self.hooks = None           # hooks.Hooks
@@ -182,6 +184,7 @@ class Controller(Profiling):
             "exit": dict(self.exit),
             "startup": {k: round(v, 3) for k, v in self.startup.items()},
             "executed_lines": self.lines.doc() if self.lines is not None else {},
+            "own_profiler": self.script_profilers.doc() if self.script_profilers is not None else None,
         }
 
     def save(self) -> None:
@@ -277,6 +280,8 @@ class Controller(Profiling):
                 held.hold(self)
             if n >= self.warmup:
                 self._after_warmup()
+            elif self._own_traces_written() or (self.max_steps and n >= self.max_steps):
+                self._done()
         elif phase == "profile":
             self.progress("profile", n)
             if n >= self.profile_end:
@@ -313,6 +318,10 @@ class Controller(Profiling):
         else:  # done: the script swallowed StopScript; stop it again
             if not self.finishing:
                 self._stop_now()
+
+    def _own_traces_written(self) -> bool:
+        """A run for the script's own profiler: its sessions have written and stopped."""
+        return self.script_profilers is not None and self.script_profilers.done(self.steps_seen)
 
     def _untimed_step(self) -> None:
         """A warm-up or settle step: its wall time, for the warm-up cost (measure.warmup_cost_s)."""
@@ -418,8 +427,10 @@ class Controller(Profiling):
                 if code == 0 and self.phase == "measure" and not self.settle and self.window.close_early():
                     # A window grown towards --min-time outlasted a short script (a batch-size
                     # trial halves its steps): the steps asked were timed, none profiled.
-                    self.note(f"the script ended inside the timed window after {len(self.window.step_times_ms)} "
-                              "timed steps: those are kept; no steps were profiled after them")
+                    timed = len(self.window.step_times_ms)
+                    self.note(f"the script ended inside the timed window after {timed} timed steps"
+                              + (f" (of {self.measure_n} asked)" if timed < self.measure_n else "")
+                              + ": those are kept; no steps were profiled after them")
                     self.stage = "measured"
         self.save()
         self.progress("done", self.steps_seen, status=self.stage)

@@ -44,6 +44,22 @@ class Sandbox:
         self.note = note
         self.redirected: dict[str, str] = {}
 
+    def allow(self, path, make: bool = False) -> None:
+        """Writes under `path` go where asked (the script's own profiler traces); `make`: the
+        directory is made now, as the script's code would (os.makedirs recursing into a
+        parent would otherwise be redirected, and the write under it find no directory)."""
+        full = self._real(path)
+        if full is None:
+            return
+        self.own.append(full)
+        if make:  # one os.mkdir a level: os.makedirs recurses through the redirecting os.makedirs
+            missing = []
+            while full and not os.path.isdir(full) and full != os.path.dirname(full):
+                missing.append(full)
+                full = os.path.dirname(full)
+            for d in reversed(missing):
+                os.mkdir(d)
+
     def relocate(self, run_dir: str) -> None:
         """The run directory was renamed (a process started ahead takes its trial's name)."""
         old, self.root = self.root, os.path.realpath(run_dir)

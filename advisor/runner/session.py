@@ -49,7 +49,7 @@ def install(spec: dict):
     hk = hooks.Hooks(ctl, obs)
     ctl.hooks = hk
     hk.install()
-    disarm.install(ctl, obs, hk.permanent)
+    disarm.install(ctl, obs, hk.permanent, pass_through=bool(spec.get("own_profiler")))
     try:
         import torch
 

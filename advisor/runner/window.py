@@ -15,6 +15,8 @@ from time import perf_counter
 
 import torch
 
+from advisor.runner._util import MIN_TIMED
+
 # How far a window may grow past the steps asked to reach min_s. Short steps need many of
 # them: on an H100 a 16 ms step holding one 60 ms host hiccup moved a 48-step window by 8%.
 # 40x was tried (windows of 4-5 ms steps stop at ~1 s at 10x, under the 2 s asked): on an
@@ -86,10 +88,11 @@ class Window:
         return sum(n for why, n in self.left_out.items() if why != "evaluation")
 
     def close_early(self) -> bool:
-        """The script ended inside the window: keep it when it holds the steps asked. The
+        """The script ended inside the window: keep it when it holds MIN_TIMED steps (a short
+        script's answer rests on them; advisor.schedule times it again when fewer). The
         steps' host-side times tile it up to the last step boundary (what ran after the
         loop, an evaluation or a save, is not the training step's)."""
-        if self.window_ms is not None or len(self.step_times_ms) < max(1, self.steps):
+        if self.window_ms is not None or len(self.step_times_ms) < max(1, min(self.steps, MIN_TIMED)):
             return False
         if self.sync:
             torch.cuda.synchronize()
