@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 from rich.console import Console
 
-from advisor import measure, pipeline, rundir
+from advisor import headroom, measure, pipeline, rundir
 from advisor.trials_prep import TrialsPrep
 
 err = Console(stderr=True, highlight=False)
@@ -215,6 +215,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     doc = pipeline.build_run_document(spec, child, analysis, findings, skipped, extra)
     if child.get("schedule"):
         doc["schedule"] = child["schedule"]
+    doc["roofline"] = headroom.summary(doc, child)
     if own_traces is not None:
         doc["own_traces"] = own_traces
     rundir.write_json(run_dir / "run.json", doc)
@@ -287,6 +288,7 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: flo
         _patch_and_verify(ns, script, script_args, run_dir, opts, doc, child, [*ns.applied, *result["stack"]],
                           _stack_rate(result["trials"]))
     doc["trial_summary"]["analyze_wall_s"] = round(time.monotonic() - started, 1)  # baseline + trials
+    doc["roofline"] = headroom.summary(doc, child)
     rundir.write_json(run_dir / "run.json", doc)
     _render(run_dir, doc)
 

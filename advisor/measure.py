@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import statistics
 
+from advisor import roofline
+
 MIN_GAIN = 0.03  # the floor: never accept a gain under 3%
 
 
@@ -200,6 +202,7 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
         "samples_per_s": samples_per_s(child),
         "batch_size": child.get("batch_size"),
         "batch_fault": child.get("batch_fault"),
+        "compute_dtype": roofline.compute_dtype(child.get("config")),  # the peak its MFU is read against
         "micro_batches": micro_batches(child),
         "left_out_steps": child.get("left_out_steps") or {},
         "steps_measured": len(step_times(child)),

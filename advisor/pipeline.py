@@ -56,6 +56,7 @@ def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeO
         # the lines of the script's code that ran (runner/lines.py), for the patch's anchors:
         # the baseline's alone are read, so trials do not pay for them
         "record_lines": True,
+        "count_flops": True,   # one warm-up step's FLOPs (runner/flops.py): the baseline's serve every run
     }
 
 
@@ -69,6 +70,7 @@ def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: Analyze
     spec["tb_dir"] = str(Path(run_dir) / "tb")
     spec["sandbox_writes"] = True
     spec["record_lines"] = False
+    spec["count_flops"] = False
     spec["seed"] = 0
     if quiet_s:
         spec["quiet_s"] = quiet_s

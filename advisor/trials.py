@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor import apart, engine, guesses, measure, pipeline, rungs
+from advisor import apart, engine, guesses, headroom, measure, pipeline, rungs
 from advisor.candidates import Candidate, candidates_from_findings
 from advisor.lookahead import Lookahead, default_count, quiet_s
 from advisor.verdicts import judge, regime_noise, regroup, relative, retime_reference
@@ -183,6 +183,7 @@ class _Ladder:
                     self._commit(*winner[:4])
             self.result["noise"], self.result["threshold"] = self.noise, measure.acceptance_threshold(self.noise)
             self.result["apart"] = apart.measure_all(self, self.result["apart"])
+            self.result["ceiling"] = headroom.measure_ceiling(self)
         except KeyboardInterrupt:
             self.result["interrupted"] = True  # result["stack"] holds what was committed so far
         return self.result

@@ -32,6 +32,7 @@ MODULES = {
     "batch-size": "batch_size",
     "nan-loss": "nan_loss",
     "defer-syncs": "defer_syncs",
+    "cached-batch": "cached_batch",   # a bound (the data-free ceiling), never a fix: advisor.ceiling
 }
 
 

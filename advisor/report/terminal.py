@@ -151,6 +151,9 @@ def print_summary(doc: dict, console: Console) -> None:
         console.print(tt)
         for line in trial_reasons(doc):
             console.print(line, highlight=False)
+    from advisor.headroom import lines as headroom_lines
+    for line in headroom_lines(doc.get("roofline")):
+        console.print(escape(line), highlight=False)
     patch = doc.get("patch") or {}
     if patch.get("file"):
         console.print(f"accepted fixes as a patch: {escape(str(doc.get('run_dir')))}/fixes.patch (git apply)")

@@ -20,7 +20,8 @@ PHASE_COLORS = {
 }
 STATUS_TEXT = {"baseline": "baseline", "reference": "noise reference", "accepted": "accepted",
                "rejected": "rejected", "failed": "failed", "skipped": "skipped",
-               "not run": "not run", "measured": "measured apart"}
+               "not run": "not run", "measured": "measured apart",
+               "bound": "bound (data-free ceiling)"}
 MAX_PATCH_CHARS = 200_000
 
 

@@ -21,6 +21,7 @@ from advisor.runner.losses import read_losses
 from advisor.runner.oneoffs import OneOffs
 from advisor.runner.profiling import Profiling
 from advisor.runner.ranges import Ranges
+from advisor.runner.flops import StepFlops
 from advisor.runner.lines import STOP_AFTER_STEPS
 from advisor.runner.window import Window, settle_steps
 
@@ -103,6 +104,7 @@ class Controller(Profiling):
         self._own_profiler = 0      # >0 while advisor itself drives torch.profiler
         self.script_profilers = None  # disarm.ScriptProfilers: the script's own, let work (spec own_profiler)
         self.max_steps = int(spec.get("max_steps") or 0)  # stop here whatever the phase (0: no limit)
+        self.flops = StepFlops(self) if spec.get("count_flops") else None  # one warm-up step's FLOPs
         self.observer = None        # observe.Observer
         self.sandbox = None         # sandbox.Sandbox (trials)
         self.hooks = None           # hooks.Hooks
@@ -185,6 +187,7 @@ class Controller(Profiling):
             "startup": {k: round(v, 3) for k, v in self.startup.items()},
             "executed_lines": self.lines.doc() if self.lines is not None else {},
             "own_profiler": self.script_profilers.doc() if self.script_profilers is not None else None,
+            "flops": self.flops.doc() if self.flops is not None else None,
         }
 
     def save(self) -> None:
@@ -274,6 +277,8 @@ class Controller(Profiling):
             if n == 1:
                 self.stage = "warmup"
                 self.save()
+            if self.flops is not None:
+                self.flops.at_boundary(n, self.warmup)
             if n == self.hold_step:
                 from advisor.runner import held
 
@@ -405,6 +410,8 @@ class Controller(Profiling):
                 self._boundary()
                 stopped = self.stop_requested
         self._stop_profiler()
+        if self.flops is not None:
+            self.flops.finish()
         if self.hooks is not None:
             self.hooks.remove_all()
         if stopped:

@@ -17,7 +17,7 @@
   var PHASE = {}, LABEL = {};
   phases.forEach(function (p) { PHASE[p.key] = p.color; LABEL[p.key] = p.label; });
   var STATUS = { baseline: "#1d232a", reference: "#4c78a8", accepted: "#1a7f37", rejected: "#a0a8b1",
-                 failed: "#d1242f", measured: "#8250df", skipped: "#d0d7de", "not run": "#d0d7de" };
+                 failed: "#d1242f", measured: "#8250df", bound: "#bf8700", skipped: "#d0d7de", "not run": "#d0d7de" };
   var SYNC = "#111111", IDLE = "#f2b8b5";
 
   function pct(v) { return (v * 100).toFixed(1) + "%"; }
@@ -90,7 +90,7 @@
     });
     return { type: "bar", data: { labels: labels, datasets: sets }, options: options({
       indexAxis: "y",
-      scales: { x: { stacked: true, title: { display: true, text: "ms per profiled step" } }, y: { stacked: true } },
+      scales: { x: { stacked: true, title: { display: true, text: shown.some(function (r) { return r.breakdown_scaled; }) ? "ms per step (scaled to the measured step)" : "ms per profiled step" } }, y: { stacked: true } },
       plugins: { legend: { display: false }, tooltip: { callbacks: {
         title: function (items) { return short(shown[items[0].dataIndex].label, 90); },
         label: function (item) { return item.dataset.label + ": " + ms(item.raw); },

@@ -1,0 +1,116 @@
+"""How far from the limit: the model's FLOPs per sample (runner/flops.py, the baseline's) turned
+into achieved TFLOP/s and MFU for the baseline, the kept stack and the data-free ceiling, against
+the GPU's dense peak for the dtype each runs in (advisor.roofline); and the ceiling trial itself:
+the kept stack's compute fixes with every batch one cached on-device batch (no loader), the most
+any data fix could give (interventions/cached_batch.py)."""
+
+from __future__ import annotations
+
+from advisor import interventions, measure, roofline
+from advisor.candidates import Candidate
+
+NAME = "ceiling-data-free"
+# Fixes of the data pipeline: the cached batch stands in for all of them.
+DATA_FIXES = {"dataloader-workers", "pin-memory", "preload-dataset", "precompute-samples"}
+
+
+def flops_per_sample(child: dict) -> float | None:
+    per_step = (child.get("flops") or {}).get("per_step")
+    batch = child.get("batch_size")
+    if not per_step or not batch:
+        return None
+    return per_step / (batch * measure.micro_batches(child))
+
+
+def measure_ceiling(ladder) -> dict | None:
+    """The ceiling trial, on top of the ladder's final stack (its data fixes left out); its
+    record joins ladder.trials, apart from the ladder (never a fix, never in the patch).
+    None under --fix that does not name cached-batch: the user asked for those trials only."""
+    if ladder.ctx.only is not None and "cached-batch" not in ladder.ctx.only:
+        return None
+    mod = interventions.get("cached-batch")
+    why = mod.not_applicable(ladder.base.get("config") or {}, ladder.ctx.environment, {})
+    rec = {"name": NAME, "fix": "cached-batch", "apart": True, "ceiling": True, "interventions": []}
+    if why:
+        rec.update(status="skipped", reason=why)
+    elif ladder.ctx.out_of_budget():
+        rec.update(status="not run", reason="trial budget spent")
+    else:
+        parts = [p for c in ladder.stack for p in c.parts if p.name not in DATA_FIXES]
+        stack = [*parts, Candidate("cached-batch")]
+        child, analysis, _ = ladder.process(NAME, stack, profile=False)
+        rec.update(description=mod.describe({}), changes_numerics=True, interventions=[c.key for c in stack],
+                   **measure.trial_figures(child, analysis, ladder.base))
+        if child.get("status") == "complete" and rec.get("samples_per_s"):
+            rec.update(status="bound", reason="the kept stack's compute fixes, every batch one cached batch on the "
+                                              "device: no data fix can make the step faster than this")
+        else:
+            rec.update(status="failed", reason="; ".join(child.get("incomplete_reasons") or [])
+                       or "the ceiling run measured no step")
+    ladder.trials.append(rec)
+    return rec
+
+
+def _kept(trials: list[dict]) -> dict | None:
+    kept = [t for t in trials if t.get("status") == "accepted" and not t.get("apart")]
+    return kept[-1] if kept else None
+
+
+def summary(doc: dict, child: dict) -> dict:
+    """run.json's "roofline": FLOPs, and per run (baseline, kept stack, ceiling) samples/s,
+    TFLOP/s, the dtype's peak, MFU; the stack as a fraction of the ceiling."""
+    gpu = (doc.get("environment") or {}).get("gpu_name")
+    fps = flops_per_sample(child)
+    flops = child.get("flops") or {}
+    out: dict = {"flops_per_step": flops.get("per_step"), "flops_per_sample": fps, "gpu_name": gpu,
+                 "why_not": flops.get("why_not") if not fps else None,
+                 "bf16_peak_tflops": roofline.peak_tflops(gpu, "bf16")}
+    base_rate = (doc.get("measurement") or {}).get("samples_per_s")
+    out["baseline"] = {"samples_per_s": base_rate,
+                       **roofline.for_rate(fps, base_rate, gpu, roofline.compute_dtype(doc.get("config")))}
+    trials = doc.get("trials") or []
+    kept = _kept(trials)
+    if kept is not None:
+        out["stack"] = {"samples_per_s": kept.get("samples_per_s"), "trial": kept.get("name"),
+                        **roofline.for_rate(fps, kept.get("samples_per_s"), gpu, kept.get("compute_dtype") or "fp32")}
+    ceiling = next((t for t in trials if t.get("ceiling")), None)
+    if ceiling is not None:
+        rate = ceiling.get("samples_per_s") if ceiling.get("status") == "bound" else None
+        out["ceiling"] = {"samples_per_s": rate, "status": ceiling.get("status"), "reason": ceiling.get("reason"),
+                          **roofline.for_rate(fps, rate, gpu, ceiling.get("compute_dtype") or "fp32")}
+        top = (out.get("stack") or out["baseline"]).get("samples_per_s")
+        if rate and top:
+            out["ceiling"]["kept_fraction"] = top / rate
+    return out
+
+
+def lines(r: dict | None) -> list[str]:
+    """The roofline in words, a line each (terminal)."""
+    if not r:
+        return []
+    if not r.get("flops_per_sample"):
+        return [f"FLOPs not counted: {r.get('why_not') or 'no FLOP count'}"]
+    if not r.get("gpu_name"):
+        return [f"compute: {_flops(r['flops_per_sample'])} a sample; a CPU run has no GPU peak to compare with"]
+    out = [f"compute: {_flops(r['flops_per_sample'])} a sample ({_flops(r.get('flops_per_step'))} a step)",
+           "baseline: " + roofline.describe(r["baseline"])]
+    if r.get("stack"):
+        out.append("kept fixes: " + roofline.describe(r["stack"]))
+    c = r.get("ceiling")
+    if c and c.get("samples_per_s"):
+        frac = c.get("kept_fraction")
+        out.append(f"data-free ceiling: {c['samples_per_s']:,.0f} samples/s, " + roofline.describe(c)
+                   + (f"; {'the kept fixes reach' if r.get('stack') else 'the baseline reaches'} {frac:.0%} of it"
+                      if frac else ""))
+    elif c:
+        out.append(f"data-free ceiling: {c.get('status')} ({c.get('reason')})")
+    return out
+
+
+def _flops(n) -> str:
+    if not n:
+        return "?"
+    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} FLOP"
