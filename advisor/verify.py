@@ -159,6 +159,8 @@ def checks(fixes: list[dict], notes: list[dict], config: dict, base: dict) -> li
         ok, want, got = _check(fix, config, base)
         if not note.get("applied"):
             ok = False if ok is not True else ok
+        elif note.get("superseded_by") and ok is False:  # workers that a preloaded dataset no longer needs
+            ok, got = None, f"{got} (superseded by {note['superseded_by']})"
         rows.append({"fix": fix.get("intervention"), "took_effect": ok, "expected": want, "observed": got,
                      "where": note.get("where"), "placed": bool(note.get("applied")),
                      "reason": None if note.get("applied") else note.get("reason")})

@@ -510,6 +510,33 @@ def test_preload_patch_moves_the_loaders_batching_into_the_batch_sampler(tmp_pat
     assert after == before   # the same batches, in the same order, over two epochs
 
 
+@pytest.mark.parametrize("loader_args", ["Squares(), 4, True", "dataset=(Squares()), batch_size=5"])
+def test_preload_patch_evaluates_a_dataset_expression_once(tmp_path, loader_args):
+    """DataLoader(SyntheticMNIST(n, transform), ...): the dataset is made once, bound where the
+    batch sampler counts it (an H100 MNIST run's patch skipped it and fell to 8% of the stack)."""
+    script = _loader_script(tmp_path, loader_args)
+    before, notes, after = _preload_run(script)
+    call = calls(ast.parse(script.read_text()), "DataLoader")[0]
+    dl = kwargs(call)
+    dataset = dl["dataset"] if "dataset" in dl else call.args[0]
+    assert ast.unparse(dataset) == "(_preloaded := _PreloadedOnDevice(Squares(), 'cpu'))"
+    assert ast.unparse(dl["batch_sampler"]).startswith("_BatchesOnDevice(len(_preloaded), ")
+    assert after == before
+
+
+def test_precompute_patch_evaluates_a_dataset_expression_once(tmp_path):
+    script = _loader_script(tmp_path, "Squares(), batch_size=4")
+    before = run(script).stdout
+    line = _first_line(ast.parse(script.read_text()), lambda n: _is_call(n, "DataLoader"))
+    diff, notes = make_patch(str(script), [{"intervention": "precompute-samples", "params": {}}],
+                             {"dataloader": {"value": {}, "where": f"train.py:{line}"}})
+    assert notes[0]["applied"], notes
+    apply(script, diff)
+    dl = calls(ast.parse(script.read_text()), "DataLoader")[0]
+    assert ast.unparse(dl.args[0]) == "[_dataset[i] for _dataset in [Squares()] for i in range(len(_dataset))]"
+    assert run(script).stdout == before
+
+
 def test_preload_patch_keeps_a_loaders_own_sampler(tmp_path):
     """A sampler of the script's own stays: the batch's indices are handed over as a list."""
     script = _loader_script(tmp_path, "data, batch_size=4, sampler=torch.utils.data.SequentialSampler(range(22))")

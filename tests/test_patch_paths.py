@@ -325,3 +325,17 @@ def test_the_yaml_section_the_command_line_names_wins_over_a_value_seen(tmp_path
     diff, _ = make_patch(str(root / "t.py"), [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}],
                          config, cwd=str(root), argv=["--config", "default"])
     assert "-  num_data_workers: 4" in diff.splitlines() and "+  num_data_workers: 8" in diff.splitlines()
+
+
+def test_workers_superseded_by_a_preloaded_dataset_are_no_shortfall():
+    """preload-dataset serves batches from the device with num_workers=0: the workers fix it
+    superseded did not fail to take, it stepped aside (an H100 CIFAR run listed it as a miss)."""
+    fixes = [{"intervention": "dataloader-workers", "params": {"num_workers": 8}},
+             {"intervention": "preload-dataset", "params": {}}]
+    notes = [{"intervention": "dataloader-workers", "applied": True, "where": "train.py:117",
+              "superseded_by": "preload-dataset"},
+             {"intervention": "preload-dataset", "applied": True, "where": "train.py:117"}]
+    config = {"dataloader": {"value": {"num_workers": 0, "dataset": "_PreloadedOnDevice"}}}
+    rows = verify.checks(fixes, notes, config, {})
+    assert rows[0]["took_effect"] is None and "superseded by preload-dataset" in rows[0]["observed"]
+    assert not [line for line in verify.shortfalls({"checks": rows}) if line.startswith("dataloader-workers")]

@@ -210,23 +210,24 @@ def batch_size(ctx: PatchContext, fix: dict, p: dict) -> dict:
     return applied(here, [new_code, "comment: scale the learning rate with the batch"], changes_numerics=True)
 
 
-def _dataset_named(ctx: PatchContext, fix: dict, verb: str) -> tuple[SourceFile, cst.Call, str, str]:
-    """The DataLoader call and its dataset argument, which must be a plain name."""
+def _dataset_arg(ctx: PatchContext, fix: dict) -> tuple[SourceFile, cst.Call, str, str, bool]:
+    """The DataLoader call, its dataset argument's code, and whether that is a plain name (an
+    expression, `SyntheticMNIST(n, transform)`, must be evaluated once in the edit)."""
     f, call = _dataloader_call(ctx, fix)
     here = location(f, f.line_of(call))
     found = find_arg(call, "dataset", 0)
     if found is None:
         raise SkipFix(f"no dataset argument in the DataLoader call at {here}")
-    text = code_of(found[1].value)
-    if not isinstance(found[1].value, cst.Name):
-        raise SkipFix(f"the dataset at {here} is an expression ({text}), not a name: {verb} it yourself")
-    return f, call, here, text
+    value = found[1].value
+    return f, call, here, code_of(value.with_changes(lpar=(), rpar=()) if hasattr(value, "lpar") else value), \
+        isinstance(value, cst.Name)
 
 
 def precompute_samples(ctx: PatchContext, fix: dict, p: dict) -> dict:
     """precompute-samples: the DataLoader reads a list of the dataset's samples, made once."""
-    f, call, here, text = _dataset_named(ctx, fix, "precompute")
-    value = f"[{text}[i] for i in range(len({text}))]"
+    f, call, here, text, named = _dataset_arg(ctx, fix)
+    value = f"[{text}[i] for i in range(len({text}))]" if named else \
+        f"[_dataset[i] for _dataset in [{text}] for i in range(len(_dataset))]"   # the expression once
 
     def edit(c: cst.Call) -> cst.Call:
         return set_arg(c, "dataset", value, 0)
@@ -322,7 +323,7 @@ def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
     the batches drawn as the DataLoader drew them, as index tensors there (_BatchesOnDevice);
     each batch is one gather. With a sampler, batch sampler or generator of its own, the
     DataLoader keeps it and hands over each batch's indices as a list."""
-    f, call, here, text = _dataset_named(ctx, fix, "preload")
+    f, call, here, text, named = _dataset_arg(ctx, fix)
     if find_arg(call, "collate_fn", _DL_POS["collate_fn"]) is not None:
         raise SkipFix(f"the DataLoader at {here} has its own collate_fn")
     device = device_type(ctx, p)
@@ -336,16 +337,21 @@ def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
         else:
             ctx.insert(f, top or f.stmt_at(f.line_of(call)), cls, after=False, prio=PRIO_INPUT)
 
+    # an expression is evaluated once, bound where the sampler that follows can count it
+    preloaded = f"_PreloadedOnDevice({text}, {device!r})" if named or keeps else \
+        f"(_preloaded := _PreloadedOnDevice({text}, {device!r}))"
+    counted = text if named else "_preloaded"
+
     def edit(c: cst.Call) -> cst.Call:
         c = remove_arg(remove_arg(c, "persistent_workers"), "prefetch_factor")
         if not keeps:
-            c = _batch_sampler(c, text, device)
-        c = set_arg(c, "dataset", f"_PreloadedOnDevice({text}, {device!r})", 0)
+            c = _batch_sampler(c, counted, device)
+        c = set_arg(c, "dataset", preloaded, 0)
         return set_args(c, [("num_workers", "0", _DL_POS["num_workers"]), ("collate_fn", "lambda batch: batch", _DL_POS["collate_fn"]),
                             ("pin_memory", "False", _DL_POS["pin_memory"])])
     ctx.on_node(f, call, edit, late=True)  # after a batch-size edit of the same call: it moves that value
     sampling = (f"the DataLoader keeps {keeps}; each batch's indices are handed over as a list" if keeps else
-                f"batch_sampler=_BatchesOnDevice(len({text}), ...): the DataLoader's batch size, shuffle and "
+                f"batch_sampler=_BatchesOnDevice(len({counted}), ...): the DataLoader's batch size, shuffle and "
                 "drop_last, each batch a slice of one index tensor on the device (class at module level)")
     return applied(here, [f"{text} collated once onto {device} (class _PreloadedOnDevice, at module level)",
                           f"DataLoader(_PreloadedOnDevice({text}, {device!r}), ..., collate_fn=lambda batch: batch, "
