@@ -14,10 +14,11 @@ from __future__ import annotations
 import torch
 
 from advisor.interventions._patch import accelerator, wrap
+from advisor.interventions.preload import _map
 
 NAME = "cached-batch"
 CHANGES_NUMERICS = True  # one batch over and over: the loss falls faster than the script's
-NEVER_PATCHED = True      # a bound, never a fix for the user's code
+# A bound, never a fix for the user's code: advisor.patch has no editor for it.
 
 
 def describe(params) -> str:
@@ -29,18 +30,6 @@ def not_applicable(config, environment, params):
     if dl is None:
         return "the script uses no torch DataLoader: its own batches are its code's"
     return None
-
-
-def _to(data, device: torch.device):
-    if isinstance(data, torch.Tensor):
-        return data.to(device)
-    if isinstance(data, dict):
-        return type(data)({k: _to(v, device) for k, v in data.items()})
-    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
-        return type(data)(*(_to(v, device) for v in data))
-    if isinstance(data, (list, tuple)):
-        return type(data)(_to(v, device) for v in data)
-    return data
 
 
 def _length(loader) -> int:
@@ -76,7 +65,7 @@ def _serve_cached(loader, device: torch.device) -> None:
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None:
                 shutdown()
-            cache.append(_to(batch, device))
+            cache.append(_map(lambda t: t.to(device), batch, strict=False))
             # served in this process from now on: no workers, nothing to pin
             loader.__dict__["num_workers"] = 0
             loader.__dict__["pin_memory"] = False

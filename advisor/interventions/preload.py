@@ -91,17 +91,19 @@ def _unwrap(batch):
     return batch.value
 
 
-def _map(fn, data):
+def _map(fn, data, strict: bool = True):
     """fn on every tensor of default_collate's output, its containers kept (dict subclasses
-    and namedtuples included)."""
+    and namedtuples included); another leaf is an error, or kept as it is when not strict."""
     if isinstance(data, torch.Tensor):
         return fn(data)
     if isinstance(data, dict):
-        return type(data)({k: _map(fn, v) for k, v in data.items()})
+        return type(data)({k: _map(fn, v, strict) for k, v in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
-        return type(data)(*(_map(fn, v) for v in data))
+        return type(data)(*(_map(fn, v, strict) for v in data))
     if isinstance(data, (list, tuple)):
-        return type(data)(_map(fn, v) for v in data)
+        return type(data)(_map(fn, v, strict) for v in data)
+    if not strict:
+        return data
     raise TypeError(f"cannot gather a {type(data).__name__}")
 
 
