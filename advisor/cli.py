@@ -16,7 +16,7 @@ import orjson
 from rich.console import Console
 
 from advisor import headroom, measure, pipeline, rundir
-from advisor.trials_prep import TrialsPrep
+from advisor.trials.prep import TrialsPrep
 
 err = Console(stderr=True, highlight=False)
 
@@ -190,8 +190,8 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     err.print(f"[cyan]advisor ▸[/] run directory {run_dir}", markup=True, highlight=False)
     prep = None
     if not ns.no_trials:
-        from advisor.lookahead import host_count, quiet_s
-        from advisor.trials import REPEAT
+        from advisor.trials.ladder import REPEAT
+        from advisor.trials.lookahead import host_count, quiet_s
 
         # The repeat's spec is known now: it starts with the baseline and waits at its first
         # CUDA use (trials._Ladder._reference runs it timed only, with no fix but --apply's).
@@ -435,8 +435,9 @@ def cmd_compare(ns: argparse.Namespace) -> int:
 
 
 def cmd_rules(ns: argparse.Namespace) -> int:
-    from advisor.engine import load_rules
     from rich.table import Table
+
+    from advisor.engine import load_rules
 
     table = Table("code", "name", "severity", "fix", title="advisor rules")
     for rule in load_rules():

@@ -3,7 +3,7 @@
 A rule is a module with a docstring (What it does / Why is this bad / Example / Fix /
 Fix safety) and the attributes CODE, NAME, SEVERITY, NEEDS, FIX and a function
 ``check(ctx) -> Finding | list[Finding] | None``; optionally AFTER, the fixes once in which it
-fires, or fires first (advisor.guesses starts its fix's trial ahead while one of them runs).
+fires, or fires first (advisor.trials.guesses starts its fix's trial ahead while one of them runs).
 Rules come from three places that all load the same way: the built-in catalogue (the
 ``advisor_rules`` package, registered as the ``builtin`` entry point), other installed
 packages registering the ``advisor.rules`` entry-point group, and directories given with

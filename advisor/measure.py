@@ -229,7 +229,7 @@ def startup_s(child: dict) -> dict:
     """Seconds from the process's spawn (or, started ahead, its go) to each start-up milestone
     the child noted: install (python and torch imported), script (its first line),
     cuda_init/cuda_ready (its first CUDA use), first_step (the end of its first step). A
-    process started on a guess (advisor.lookahead) counts from its release: what it did
+    process started on a guess (advisor.trials.lookahead) counts from its release: what it did
     before, up to its hold at the first CUDA use, is negative."""
     at = child.get("startup") or {}
     t0 = at.get("spawned")

@@ -17,9 +17,15 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.trace.classify import CLASSES, CODE, is_tf32
-from advisor.trace.intervals import clip, in_windows, overlap, union_pieces, window_index
+from advisor.trace.intervals import (
+    clip,
+    in_windows,
+    overlap,
+    union_pieces,
+    window_index,
+)
 from advisor.trace.model import TraceModel, steps_from
-from advisor.trace.phases import OTHER, P, PHASES, GpuOps, Timeline, gpu_ops, timeline
+from advisor.trace.phases import OTHER, PHASES, GpuOps, P, Timeline, gpu_ops, timeline
 from advisor.trace.syncs import blocked_ms_per_step, sync_episodes
 
 __all__ = ["analyze", "union_pieces", "step_breakdown_gpu", "step_breakdown_cpu",

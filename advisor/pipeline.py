@@ -64,7 +64,7 @@ def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: Analyze
                interventions: list[dict], profile: bool = True, quiet_s: float = 0.0) -> dict:
     """A trial process's spec: under <run_dir>/trials/<name>, its trace in the run's tb/, seeded,
     the script's writes redirected (sandbox), timed only when not `profile`; `quiet_s`: its
-    window opens that long after it says so (processes started ahead: advisor.lookahead)."""
+    window opens that long after it says so (processes started ahead: advisor.trials.lookahead)."""
     spec = make_spec(script, script_args, Path(run_dir) / "trials" / name, opts, interventions=interventions,
                      run_name=name)
     spec["tb_dir"] = str(Path(run_dir) / "tb")

@@ -12,7 +12,13 @@ import tempfile
 
 import torch
 import torch.nn as nn
-from torch.profiler import ProfilerActivity, profile, record_function, schedule, tensorboard_trace_handler
+from torch.profiler import (
+    ProfilerActivity,
+    profile,
+    record_function,
+    schedule,
+    tensorboard_trace_handler,
+)
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "traces")
 GPU_CONFIGS = ("fp32_nchw", "tf32_nchw", "amp_bf16_nchw", "amp_fp16_scaler_nchw",

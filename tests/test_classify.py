@@ -5,10 +5,10 @@ import collections
 import os
 
 import pytest
+from cpu_traces import GPU_CONFIGS, gpu_fixture
 
 from advisor.trace import load_trace
 from advisor.trace.classify import CLASSES, RULES, base_name, classify
-from cpu_traces import GPU_CONFIGS, gpu_fixture
 
 TC = [
     # TF32 / fp16 / bf16 Tensor Core GEMMs and convs (gpu-facts.md, brief, fixtures)

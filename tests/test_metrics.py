@@ -9,12 +9,12 @@ import os
 import numpy as np
 import orjson
 import pytest
+from cpu_traces import GPU_CONFIGS, gpu_fixture, record_all
 
 from advisor.metrics import analyze, step_breakdown_cpu, union_pieces
 from advisor.trace import load_trace
 from advisor.trace.classify import CODE
-from advisor.trace.phases import P, PHASES, gpu_ops, timeline
-from cpu_traces import GPU_CONFIGS, gpu_fixture, record_all
+from advisor.trace.phases import PHASES, P, gpu_ops, timeline
 
 
 @pytest.fixture(scope="session")

@@ -88,6 +88,6 @@ def test_trial_child_refuses_random_transforms_with_a_note(tmp_path, capfd):
     assert res["status"] == "complete", res["incomplete_reasons"]
     assert any(n.startswith("intervention not applied: precompute-samples: dataset[0] differs") for n in res["notes"])
 
-    from advisor.verdicts import judge
+    from advisor.trials.verdicts import judge
     status, reason, *_ = judge([res], [res], res, 0.05, False, ["precompute-samples"])
     assert status == "skipped" and "random transforms" in reason

@@ -16,14 +16,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import chromium
 import numpy as np
 import pytest
 
 from advisor import rundir
 from advisor.report import html as report_html
 from advisor.report import timeline, view
-
-import chromium
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "reports" / "examples"

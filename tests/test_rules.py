@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from advisor import engine
-from advisor.candidates import expand
 from advisor.metrics import analyze
 from advisor.trace import load_trace
+from advisor.trials.candidates import expand
 
 FIX = Path(__file__).parent / "fixtures"
 TRACES = FIX / "traces"
@@ -199,7 +199,7 @@ def test_host_syncs_are_trialled_only_where_the_script_calls_item_and_the_host_w
     compiled with CUDA graphs, the same calls blocked the host 0.69 ms a step and deferring
     them gave 4.63 -> 3.69 ms. On another host the profiled compiled step blocked only 0.15 ms
     (the profiler slows the host), and an estimate from that alone kept the trial away."""
-    from advisor.candidates import candidates_from_findings
+    from advisor.trials.candidates import candidates_from_findings
 
     def adv110(case):
         return [f for f in run_case(case)[0] if f["code"] == "ADV110"][0]

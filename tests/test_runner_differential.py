@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from test_runner_support import run_many, run_plain, write
 
 PROBE = '''

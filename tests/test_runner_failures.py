@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-
 from test_runner_support import line_of, run_many, train_script, write
 
 from advisor.runner.parent import validate_script

@@ -5,12 +5,11 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import subprocess
 import sys
-import os
 
 import pytest
-
 from test_runner_support import line_of, run_advised, train_script, write
 
 from advisor.runner.window import CAP
@@ -429,9 +428,10 @@ def test_the_loader_that_feeds_the_first_step_is_the_training_loader(tmp_path, c
 def test_a_process_started_ahead_runs_the_script_as_a_fresh_one(tmp_path, capfd):
     """Trials start the next process while one runs (python and torch imported, then it
     waits for its spec): it runs the script with the same argv, __main__ and result."""
+    from test_runner_support import spec_for
+
     from advisor.runner.ahead import WarmChild
     from advisor.runner.parent import run_child
-    from test_runner_support import spec_for
 
     script = write(tmp_path / "train.py", """
         import sys, torch
@@ -530,7 +530,7 @@ def _guess_spec(tmp_path, script, name, argv=()):
 
 
 def test_a_guessed_process_waits_at_its_first_cuda_use_and_takes_the_trials_place(tmp_path, capfd):
-    """advisor.lookahead: a process started on a guess of the next trial runs the script up to
+    """advisor.trials.lookahead: a process started on a guess of the next trial runs the script up to
     its first CUDA use and waits; released, it runs on under the trial's name and directory
     (its trace, its redirected writes, child.json there) exactly as a fresh process would."""
     import time
@@ -624,7 +624,7 @@ def test_a_guess_may_warm_up_before_it_waits(tmp_path):
 
 def test_a_guess_held_at_its_first_cuda_use_can_be_advanced_into_its_warm_up(tmp_path):
     """Held at its first CUDA use (the GPU had no room for it), a guess is told later to go on
-    into its warm-up (advisor.lookahead, when a guess made earlier is guessed again): it waits
+    into its warm-up (advisor.trials.lookahead, when a guess made earlier is guessed again): it waits
     again before its last two warm-up steps, and runs on when released."""
     import time
 

@@ -3,7 +3,6 @@ the trial's run directory instead (spec sandbox_writes, as trials.py sets it).""
 
 from __future__ import annotations
 
-
 from test_runner_support import write
 
 from advisor.runner.parent import run_child

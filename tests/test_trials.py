@@ -155,7 +155,7 @@ def test_warmup_cost_is_what_the_untimed_steps_took_beyond_the_steady_step():
 
 
 def test_noise_comes_from_configurations_that_run_like_the_reference():
-    from advisor.verdicts import regime_noise as _regime_noise
+    from advisor.trials.verdicts import regime_noise as _regime_noise
 
     loader_bound = [_timed(100.0), _timed(130.0)]   # 30% apart: a busy host's loader
     gpu_bound = [_timed(10.0), _timed(10.1)]        # 1% apart
@@ -165,7 +165,7 @@ def test_noise_comes_from_configurations_that_run_like_the_reference():
 
 
 def test_verdicts_confirm_gains_inside_the_noise():
-    from advisor.verdicts import judge as _verdict
+    from advisor.trials.verdicts import judge as _verdict
 
     ref = [_timed(10.0), _timed(11.0)]
     loss_ref = _timed(10.0)
@@ -186,7 +186,7 @@ def test_verdicts_confirm_gains_inside_the_noise():
 def test_a_batch_that_reads_differently_without_a_batch_fix_is_a_detection_fault():
     """The preloaded loader's 7x faster step read batch 1 (a transform's input) and was
     rejected as -99.6%: without a fix that changes the batch it is judged at the baseline's."""
-    from advisor.verdicts import judge
+    from advisor.trials.verdicts import judge
 
     base = {**_timed(52.8, batch=2048), "step_counts": [[1, 1, 1]] * 3}
     trial = {**_timed(7.0, batch=1), "batch_size_source": "model-input", "step_counts": [[1, 1, 1]] * 3}
@@ -222,7 +222,7 @@ def test_tensorboard_lists_every_trial_of_a_run(slow_run, query_tb_profiler):
 
 
 def test_competing_values_compare_by_ratio():
-    from advisor.verdicts import relative as _relative
+    from advisor.trials.verdicts import relative as _relative
 
     # +299% and +318% over one reference: the first ran 4.5% slower than the second
     assert _relative({"gain_vs_previous": 2.99}, {"gain_vs_previous": 3.18}) == pytest.approx(3.99 / 4.18 - 1)
@@ -257,7 +257,7 @@ def test_apply_syntax():
 def test_trials_get_ready_only_after_the_baselines_timed_window(tmp_path):
     """The repeat's process and the parent's imports start once the baseline's window has
     closed (its profile comes after it), never during the steps it times."""
-    from advisor.trials_prep import TrialsPrep
+    from advisor.trials.prep import TrialsPrep
 
     prep = TrialsPrep(str(tmp_path), False)
     for stage in ("started", "warmup", "measuring", "measure"):
@@ -300,7 +300,7 @@ for epoch in range(100):
 
 
 def test_the_next_trial_starts_ahead_on_a_guess_and_waits_at_its_first_cuda_use(tmp_path):
-    """advisor.lookahead: while the repeat runs, a process is started on the first trial's
+    """advisor.trials.lookahead: while the repeat runs, a process is started on the first trial's
     spec (and the repeat's own while the baseline runs); it runs the script up to its first
     CUDA use and waits there, then becomes that trial (its name, its directory, its trace),
     measured like any other. On the GPU host the start-up it does ahead is most of a trial's
@@ -349,12 +349,12 @@ def test_a_script_that_never_uses_cuda_gets_no_guesses(tmp_path):
 
 
 def test_a_guess_made_again_goes_on_and_the_others_are_dropped(tmp_path):
-    """advisor.lookahead.Lookahead.guess: a guess whose spec is guessed again for the next
+    """advisor.trials.lookahead.Lookahead.guess: a guess whose spec is guessed again for the next
     process keeps running (not killed and started over: on a GPU host it may be compiling);
     one not guessed again is dropped with its directory. The log says which guesses went on
     and which had ended before their turn."""
-    from advisor.lookahead import Lookahead
     from advisor.pipeline import AnalyzeOptions, trial_spec
+    from advisor.trials.lookahead import Lookahead
 
     (tmp_path / "train.py").write_text(CUDA_FIRST)
     opts = AnalyzeOptions(warmup=2, profile_steps=1, measure_steps=4)

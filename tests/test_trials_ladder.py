@@ -8,8 +8,8 @@ import collections
 import pytest
 
 from advisor import pipeline, trials
-from advisor.candidates import expand
-from advisor.verdicts import UNMEASURED_REGIME_GAIN, retime_reference
+from advisor.trials.candidates import expand
+from advisor.trials.verdicts import UNMEASURED_REGIME_GAIN, retime_reference
 
 RO, DEFAULT = "torch-compile(mode=reduce-overhead)", "torch-compile(mode=default)"
 
@@ -444,7 +444,7 @@ def test_batch_size_x4_runs_only_after_x2_paid(tmp_path, monkeypatch, x2_step_ms
 
 
 def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatch):
-    """advisor.lookahead: with each process the ladder names the trials likely to come next
+    """advisor.trials.lookahead: with each process the ladder names the trials likely to come next
     (the next rung if this fix is kept, and if it is not), by its own choice of rungs (pairs,
     bundles, compile last, batch size apart). Here the rules propose nothing new after a kept
     fix, so every trial is one of the guesses made while the process before it ran."""
@@ -489,7 +489,7 @@ def test_guesses_warm_up_on_the_gpu_only_where_memory_allows(tmp_path):
     memory they are expected to reserve (what the last finished run reserved, times a
     batch-size factor, plus a CUDA context each) fits in lookahead.GPU_SHARE of the device, and
     only one of them compiles; else it waits at its first CUDA use."""
-    from advisor.lookahead import CONTEXT_BYTES, GPU_SHARE, Lookahead
+    from advisor.trials.lookahead import CONTEXT_BYTES, GPU_SHARE, Lookahead
 
     assert (GPU_SHARE, CONTEXT_BYTES) == (0.8, 1 << 30)  # 64 GiB of an 80 GiB device, below
     ahead = Lookahead(tmp_path, 2, None, False)
@@ -618,8 +618,8 @@ def test_compile_runs_alone_after_its_rung_with_riders_crashed(tmp_path, monkeyp
 def test_a_rung_with_riders_that_cannot_apply_falls_back_to_compile_alone():
     """rungs.pick, pure: compile's rung with a rider that cannot apply here is skipped, and
     compile alone is picked (no loop back to the same rung)."""
-    from advisor import rungs
-    from advisor.candidates import Candidate
+    from advisor.trials import rungs
+    from advisor.trials.candidates import Candidate
 
     compile_ro = expand({"intervention": "torch-compile"}, None, 1.0, {"gpu_count": 1})[0]
     rider = Candidate("amp", {"dtype": "float16"})  # fp16 autocast: suggest-only, cannot apply
@@ -783,7 +783,7 @@ def test_guesses_are_fitted_again_with_what_the_running_trial_reserved_through_i
     CUDA use. Compile's "measuring" record says it reserved 1.2 GiB through its warm-up: once
     its window is over, the 4x batch goes on into its warm-up (an H100 ladder compiled it on
     the critical path: 37.5 s)."""
-    from advisor.lookahead import Lookahead
+    from advisor.trials.lookahead import Lookahead
 
     class Guess:
         def __init__(self, spec, warm=False):

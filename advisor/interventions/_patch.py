@@ -7,7 +7,9 @@ import threading
 
 import torch
 
-from advisor.interventions import NOT_APPLIED  # torch-free, for the ladder in the parent
+from advisor.interventions import (
+    NOT_APPLIED,  # torch-free, for the ladder in the parent
+)
 
 _state = threading.local()
 
@@ -121,14 +123,19 @@ def accelerator() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+_note_sink = None  # the run's note(text), set by the runner's session (runner/session.py)
+
+
+def set_note_sink(fn) -> None:
+    global _note_sink
+    _note_sink = fn
+
+
 def not_applied(name: str, reason: str) -> None:
     """Record in the run's notes that an intervention found, at run time, that it cannot
     apply here; trials report such a trial as skipped with this reason."""
     try:
-        from advisor.runner import session
-
-        ctl = session._SESSION
-        if ctl is not None:
-            ctl.note(f"{NOT_APPLIED} {name}: {reason}")
+        if _note_sink is not None:
+            _note_sink(f"{NOT_APPLIED} {name}: {reason}")
     except Exception:
         pass

@@ -27,7 +27,13 @@ from typing import Callable
 from . import frameworks
 from .core import PatchContext, SkipFix
 from .flag_fixes import cudnn_benchmark, fused_optimizer, set_to_none, tf32
-from .loader_fixes import LR_COMMENT, batch_size, dataloader, precompute_samples, preload_dataset
+from .loader_fixes import (
+    LR_COMMENT,
+    batch_size,
+    dataloader,
+    precompute_samples,
+    preload_dataset,
+)
 from .model_fixes import amp, channels_last, torch_compile
 from .sync_fixes import defer_syncs
 

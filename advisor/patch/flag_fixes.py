@@ -5,8 +5,26 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .call_args import code_of, dotted_name, find_arg, is_literal, last_name, passes_literal, remove_arg, rename_arg, set_arg
-from .core import PRIO_CUDNN, PRIO_TF32, PatchContext, SkipFix, SourceFile, applied, location
+from .call_args import (
+    code_of,
+    dotted_name,
+    find_arg,
+    is_literal,
+    last_name,
+    passes_literal,
+    remove_arg,
+    rename_arg,
+    set_arg,
+)
+from .core import (
+    PRIO_CUDNN,
+    PRIO_TF32,
+    PatchContext,
+    SkipFix,
+    SourceFile,
+    applied,
+    location,
+)
 
 # Used when torch cannot be imported to ask the optimizers themselves.
 _FUSED_OPTIMIZERS = {"SGD", "Adam", "AdamW", "Adagrad"}

@@ -20,8 +20,25 @@ from dataclasses import dataclass
 import libcst as cst
 
 from . import knobs
-from .call_args import code_of, dotted_name, find_arg, has_double_star, last_name, set_args
-from .core import FIX_WHERE_KEY, PRIO_CHANNELS_LAST, PRIO_TF32, PatchContext, SkipFix, SourceFile, add_warning, applied, location
+from .call_args import (
+    code_of,
+    dotted_name,
+    find_arg,
+    has_double_star,
+    last_name,
+    set_args,
+)
+from .core import (
+    FIX_WHERE_KEY,
+    PRIO_CHANNELS_LAST,
+    PRIO_TF32,
+    PatchContext,
+    SkipFix,
+    SourceFile,
+    add_warning,
+    applied,
+    location,
+)
 
 # A site under one of these directories is the framework's own code. accelerate runs under the
 # HF Trainer and under hand-written loops alike, so it names no framework by itself.

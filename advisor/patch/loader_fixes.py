@@ -7,10 +7,29 @@ import os
 
 import libcst as cst
 
-from .call_args import (code_of, find_arg, has_double_star, is_literal, keywordize, last_name, passes_literal, remove_arg,
-                         set_arg, set_args)
 from . import knobs
-from .core import PRIO_INPUT, PatchContext, SkipFix, SourceFile, add_warning, applied, device_type, location
+from .call_args import (
+    code_of,
+    find_arg,
+    has_double_star,
+    is_literal,
+    keywordize,
+    last_name,
+    passes_literal,
+    remove_arg,
+    set_arg,
+    set_args,
+)
+from .core import (
+    PRIO_INPUT,
+    PatchContext,
+    SkipFix,
+    SourceFile,
+    add_warning,
+    applied,
+    device_type,
+    location,
+)
 
 LR_COMMENT = "# advisor: scale the learning rate with the batch"
 

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .call_args import dotted_name, find_arg, last_name, positional_args
 from . import knobs
-from .core import PRIO_CHANNELS_LAST, PRIO_COMPILE, PRIO_INPUT, PatchContext, SkipFix, SourceFile, add_warning, applied, device_type, location
+from .call_args import dotted_name, find_arg, last_name, positional_args
+from .core import (
+    PRIO_CHANNELS_LAST,
+    PRIO_COMPILE,
+    PRIO_INPUT,
+    PatchContext,
+    SkipFix,
+    SourceFile,
+    add_warning,
+    applied,
+    device_type,
+    location,
+)
 
 
 def _assign_target(stmt) -> str | None:

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from advisor.report import view
+from advisor.report.charts import bars as _bars, nums as _nums, timeline as _timeline
 
 
 def _title(doc: dict) -> str:
@@ -62,7 +63,6 @@ def _spec_name(name: str) -> str:
 
 def compare_context(doc_a: dict, doc_b: dict, dir_a: Path | None, dir_b: Path | None,
                     names: tuple[str, str] = ("A", "B"), out_dir: Path | None = None) -> tuple[dict, dict]:
-    from advisor.report.html import _bars, _nums, _timeline
 
     rows = []
     for doc, name in ((doc_a, names[0]), (doc_b, names[1])):

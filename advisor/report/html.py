@@ -20,7 +20,7 @@ import jinja2
 import orjson
 
 from advisor.report import view
-from advisor.report.timeline import timeline_from_file
+from advisor.report.charts import bars as _bars, nums as _nums, timeline as _timeline
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("advisor.report", "templates"),
@@ -76,40 +76,6 @@ def _page(template: str, data: dict, **ctx) -> str:
 
 
 # --- one run ---------------------------------------------------------------------------------
-
-def _timeline(run_dir: Path | None, traces: list[str], title: str) -> dict | None:
-    if run_dir is None or not traces:
-        return None
-    path = run_dir / traces[-1]
-    if not path.is_file():
-        return {"title": title, "missing": f"{traces[-1]} is not in the run directory"}
-    tl, err = timeline_from_file(path)
-    if tl is None:
-        return {"title": title, "missing": err or "no steps in the trace"}
-    return {"title": title, **tl}
-
-
-def _bars(rows: list[dict], scaled: bool = False) -> list[dict]:
-    """The per-row numbers the charts draw (labels are data; the page draws them as text).
-    scaled: each row's breakdown scaled to its own measured step where it has one (the
-    profiler's overhead taken out), else as profiled."""
-    out = []
-    for r in rows:
-        ov = r.get("overhead") or {}
-        breakdown = ov["breakdown"] if scaled and ov.get("scaled") else r["breakdown"]
-        out.append({"name": r["name"], "label": r["label"], "status": r["status"], "apart": r["apart"],
-                    "gain": r["gain"], "speedup": r["speedup"], "samples_per_s": r["samples_per_s"],
-                    "step_time_ms": r["step_time_ms"], "peak_memory_bytes": r["peak_memory_bytes"],
-                    "profiled_step_time_ms": r["profiled_step_time_ms"],
-                    "breakdown": {k: view.num(v) for k, v in (breakdown or {}).items()},
-                    "breakdown_scaled": bool(scaled and ov.get("scaled")),
-                    "kernels": {k: view.num(v) for k, v in (r["kernel_time_by_class"] or {}).items()}})
-    return out
-
-
-def _nums(d) -> dict:
-    return {str(k): view.num(v) for k, v in (d or {}).items()} if isinstance(d, dict) else {}
-
 
 def run_context(doc: dict, run_dir: Path | None) -> tuple[dict, dict]:
     """(template context, chart data) of one run."""

@@ -1,5 +1,5 @@
 """Processes started ahead of their trial, parent side. A WarmChild has python and torch
-started before its spec exists; a HeldChild was given a guessed spec (advisor.lookahead) and
+started before its spec exists; a HeldChild was given a guessed spec (advisor.trials.lookahead) and
 runs the script up to its first CUDA use, or into its warm-up, where it waits (runner/held.py)
 to be advanced (from the CUDA use into the warm-up), released as its trial, or dropped."""
 

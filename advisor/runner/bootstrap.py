@@ -25,8 +25,15 @@ def _main() -> None:
     root = os.path.dirname(os.path.dirname(here))  # the directory holding the advisor package
     sys.path.insert(0, root)
     try:
-        from advisor.runner import session  # light: torch is imported by install() below
-        from advisor.runner._util import ADVISOR_DIR, flush_std, take_parent_pid, wait_line
+        from advisor.runner import (
+            session,  # light: torch is imported by install() below
+        )
+        from advisor.runner._util import (
+            ADVISOR_DIR,
+            flush_std,
+            take_parent_pid,
+            wait_line,
+        )
         take_parent_pid()
     finally:
         try:

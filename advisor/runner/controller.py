@@ -17,12 +17,12 @@ from time import perf_counter
 
 from advisor.runner import environment
 from advisor.runner._util import flush_std, one_line_exception, write_json_atomic
+from advisor.runner.flops import StepFlops
+from advisor.runner.lines import STOP_AFTER_STEPS
 from advisor.runner.losses import read_losses
 from advisor.runner.oneoffs import OneOffs
 from advisor.runner.profiling import Profiling
 from advisor.runner.ranges import Ranges
-from advisor.runner.flops import StepFlops
-from advisor.runner.lines import STOP_AFTER_STEPS
 from advisor.runner.window import Window, settle_steps
 
 
@@ -125,9 +125,6 @@ class Controller(Profiling):
         self.ranges.profiling = False
         self.prof = None
         try:
-            from advisor.runner import session
-
-            session._SESSION = None
             if self.hooks is not None:
                 self.hooks.remove_all()
             if self.observer is not None:

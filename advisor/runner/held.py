@@ -1,4 +1,4 @@
-"""A trial process started ahead on a guess of the next trial (advisor.lookahead), child side.
+"""A trial process started ahead on a guess of the next trial (advisor.trials.lookahead), child side.
 
 Its spec carries "hold", a FIFO, and "hold_at": "cuda", the script runs up to its first CUDA
 use and waits there, nothing of it on the GPU yet; "warmup", it goes on into its warm-up steps

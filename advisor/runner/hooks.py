@@ -15,8 +15,10 @@ import threading
 from time import perf_counter
 
 import torch
-from torch.optim.optimizer import (register_optimizer_step_post_hook,
-                                   register_optimizer_step_pre_hook)
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 
 from advisor.interventions._patch import in_loading, loading
 from advisor.runner._util import Patcher

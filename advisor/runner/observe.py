@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import torch
 
 from advisor.runner import environment, placement
+from advisor.runner.placement import memory_format_of
 from advisor.runner._util import Patcher, SiteFinder
 
 TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
@@ -24,19 +25,6 @@ _CUBLAS_ATTRS = {"allow_tf32": "tf32.matmul", "fp32_precision": "tf32.matmul"}
 
 def dtype_name(dt) -> str:
     return str(dt).replace("torch.", "")
-
-
-def memory_format_of(t: torch.Tensor) -> str:
-    try:
-        if t.is_contiguous():
-            return "contiguous"
-        if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
-            return "channels_last"
-        if t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d):
-            return "channels_last"
-    except Exception:
-        pass
-    return "other"
 
 
 def first_tensor(obj, _depth: int = 0):

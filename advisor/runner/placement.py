@@ -16,6 +16,19 @@ import weakref
 import torch
 
 
+def memory_format_of(t: torch.Tensor) -> str:
+    try:
+        if t.is_contiguous():
+            return "contiguous"
+        if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
+            return "channels_last"
+        if t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d):
+            return "channels_last"
+    except Exception:
+        pass
+    return "other"
+
+
 class Placements:
     """module → the script's statements that moved it (``.to``/``.cuda``), each as the stack
     of the script's own frames, innermost first. Recorded until the first forward."""
@@ -68,8 +81,6 @@ def trained_weights(optimizer) -> dict:
     """The memory format of the convolution weights ``optimizer`` trains (a weight both layouts
     describe, one input channel or 1x1 kernels, says nothing), and the graphs torch.compile
     made in this process."""
-    from advisor.runner.observe import memory_format_of
-
     fmt = None
     for group in (optimizer.param_groups if optimizer is not None else []):
         p = next((p for p in group["params"] if p.dim() == 4 and p.is_contiguous()

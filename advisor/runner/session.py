@@ -29,6 +29,11 @@ def install(spec: dict):
     from advisor.runner.controller import Controller
 
     ctl = Controller(spec)
+    from advisor.interventions import _patch
+
+    _patch.set_note_sink(ctl.note)   # what a fix finds at run time that it cannot apply
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_forget)   # a forked worker is not the run
     if spec.get("hold") and spec.get("hold_at", "cuda") == "cuda":
         from advisor.runner import held
 
@@ -68,6 +73,17 @@ def install(spec: dict):
     _SESSION = ctl
     ctl.start()
     return ctl
+
+
+def _forget() -> None:
+    global _SESSION
+    _SESSION = None
+    try:
+        from advisor.interventions import _patch
+
+        _patch.set_note_sink(None)
+    except Exception:
+        pass
 
 
 def _dump_stacks_on_request(ctl) -> None:

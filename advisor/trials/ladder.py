@@ -7,7 +7,7 @@ accepted fix the new trace is analysed and the rules re-run, so costs that only 
 once the first ones are gone (launch-bound after AMP, say) join the queue. Fixes that
 change training dynamics (batch size) are measured apart, on top of the final stack.
 A kept fix's run is the next reference as it is; it is timed again only when a verdict
-could turn on that one run (advisor.verdicts.retime_reference).
+could turn on that one run (advisor.trials.verdicts.retime_reference).
 """
 
 from __future__ import annotations
@@ -16,10 +16,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor import apart, engine, guesses, headroom, measure, pipeline, rungs
-from advisor.candidates import Candidate, candidates_from_findings
-from advisor.lookahead import Lookahead, default_count, quiet_s
-from advisor.verdicts import judge, regime_noise, regroup, relative, retime_reference
+from advisor import engine, measure, pipeline
+from advisor.trials import apart, ceiling, guesses, rungs
+from advisor.trials.candidates import Candidate, candidates_from_findings
+from advisor.trials.lookahead import Lookahead, default_count, quiet_s
+from advisor.trials.verdicts import (
+    judge,
+    regime_noise,
+    regroup,
+    relative,
+    retime_reference,
+)
 
 REPEAT = "00-baseline-repeat"  # the baseline timed again, with the trials' seed: the noise
 # Why a group's later value wins a tie within noise (see _Ladder._compete).
@@ -65,7 +72,7 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
          guesses: list[tuple[str, list[Candidate], bool]] | None = None) -> tuple[dict, dict | None, object]:
     """One trial process. profile=False: a timing-only re-run (a confirmation round).
     guesses: (name, stack, profile) of the processes likely to come next, started ahead while
-    this one runs (advisor.lookahead); None keeps the guesses already made."""
+    this one runs (advisor.trials.lookahead); None keeps the guesses already made."""
     from advisor.runner.parent import run_child
 
     if profile and ctx.split_profile:
@@ -183,7 +190,7 @@ class _Ladder:
                     self._commit(*winner[:4])
             self.result["noise"], self.result["threshold"] = self.noise, measure.acceptance_threshold(self.noise)
             self.result["apart"] = apart.measure_all(self, self.result["apart"])
-            self.result["ceiling"] = headroom.measure_ceiling(self)
+            self.result["ceiling"] = ceiling.measure_ceiling(self)
         except KeyboardInterrupt:
             self.result["interrupted"] = True  # result["stack"] holds what was committed so far
         return self.result
@@ -401,7 +408,7 @@ class _Ladder:
         self.queue = rungs.requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry,
                                    frozenset(self.learned | waiting), self.rules())
         # what the rules no longer ask for here may come back on the next trace (a finding
-        # near its threshold: deferred syncs on an H100 ladder): advisor.guesses names it
+        # near its threshold: deferred syncs on an H100 ladder): advisor.trials.guesses names it
         now_keys = {c.key for c in self.queue}
         self.dropped = {k: c for k, c in {**self.dropped, **before}.items() if k not in now_keys and k not in self.tried}
         for c in self.queue:

@@ -1,4 +1,4 @@
-"""What the ladder will most likely run next: the processes advisor.lookahead starts ahead.
+"""What the ladder will most likely run next: the processes advisor.trials.lookahead starts ahead.
 
 A guess is made while a trial runs, before its verdict and before the rules have read its
 trace, from the ladder's own choice of rungs (rungs.pick) on the two stacks the verdict can
@@ -14,8 +14,8 @@ fix the rules asked for once and may ask for again.
 
 from __future__ import annotations
 
-from advisor import apart, rungs
-from advisor.candidates import Candidate, expand
+from advisor.trials import apart, rungs
+from advisor.trials.candidates import Candidate, expand
 
 
 def trial_name(n: int, cand: Candidate) -> str:

@@ -1,6 +1,6 @@
 """Getting ready for the trials while the baseline runs: the first trial process (the
 baseline's repeat) starts with the baseline, on its known spec, and waits at the script's
-first CUDA use (runner.ahead.HeldChild, as advisor.lookahead's guesses do); it is stopped while
+first CUDA use (runner.ahead.HeldChild, as advisor.trials.lookahead's guesses do); it is stopped while
 the baseline's steps are timed and profiled. The parent imports what the ladder needs (the
 interventions import torch: ~3 s on a GPU host) and a spare process starts (runner.ahead.WarmChild)
 once the baseline's timed window has closed, so they cannot slow the steps it times; they
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from advisor.lookahead import PAUSE_AT, RESUME_AT
+from advisor.trials.lookahead import PAUSE_AT, RESUME_AT
 
 # Stages the baseline reaches after its timed window (the window comes before the profile).
 AFTER_WINDOW = ("profiler-started", "profile", "exporting", "measured", "done")
@@ -41,7 +41,9 @@ class TrialsPrep:
         if self.started or stage not in AFTER_WINDOW:
             return
         self.started = True
-        from advisor.runner.ahead import start_warm  # here, before the thread imports the rest
+        from advisor.runner.ahead import (
+            start_warm,  # here, before the thread imports the rest
+        )
 
         threading.Thread(target=_import_ladder, daemon=True).start()
         self.warm = start_warm(self.cwd, self.stdout_to_stderr)

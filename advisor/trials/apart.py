@@ -5,8 +5,8 @@ final stack and is judged against it (not the baseline), and the report shows it
 from __future__ import annotations
 
 from advisor import interventions, measure
-from advisor.candidates import Candidate
-from advisor.verdicts import judge
+from advisor.trials.candidates import Candidate
+from advisor.trials.verdicts import judge
 
 NAMES = {"batch-size"}
 

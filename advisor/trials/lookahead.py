@@ -60,7 +60,7 @@ def host_count(asked: int | None = None) -> int:
     """Guesses a trial: `asked` (--lookahead), else five on a host with 16 cores or more, three
     with 12, two with 8, one with 4, none below. (Past the two branches' next rungs and the
     reference's re-run, they cover what the rules may ask for on the new trace, and the
-    process after next: advisor.guesses.)"""
+    process after next: advisor.trials.guesses.)"""
     if asked is not None:
         return max(0, asked)
     cpus = os.cpu_count() or 1

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from advisor import interventions, pipeline
-from advisor.candidates import Candidate, candidates_from_findings
+from advisor.trials.candidates import Candidate, candidates_from_findings
 
 # Fixes that never change numerics, cost nothing to apply and very rarely slow a step down,
 # but that are worth a few % each: alone, each gain sits inside run-to-run noise (an H100
@@ -145,7 +145,7 @@ def compiles(cand: Candidate) -> bool:
 # Fixes whose process is long to start: cudnn.benchmark's first step searches every
 # convolution's algorithms (20-25 s for the eager fp32 ResNet-18 at batch 2048 on H100
 # hosts), a compile compiles (LAST). A guess made one trial ahead is still starting when its
-# turn comes; these are guessed two ahead too (advisor.guesses).
+# turn comes; these are guessed two ahead too (advisor.trials.guesses).
 SLOW_START = ("cudnn-benchmark", *LAST)
 
 
@@ -212,7 +212,7 @@ def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dic
          only: set[str] | None = None, retried: frozenset = frozenset(), slow: frozenset = frozenset(),
          apart: frozenset = frozenset(), floor_ms: float = 0.0, riders: tuple = ()) -> Pick:
     """The next rung to trial from the queue, as a pure function of the ladder's state (the
-    ladder's next step, and a guess at it for a process started ahead: advisor.lookahead).
+    ladder's next step, and a guess at it for a process started ahead: advisor.trials.lookahead).
     kept: names of fixes kept (and --apply's); retried: keys tried again after the bottleneck
     moved, whose partner rejected as slow (in `slow`) may come back; apart: names measured
     apart (batch size); config: the kept stack's observed configuration; floor_ms: the least

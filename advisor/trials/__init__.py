@@ -1,0 +1,19 @@
+"""The trials ladder: re-run the unmodified script with each proposed fix applied at run time,
+keep what is faster beyond noise with healthy loss, stack the winners.
+
+Modules, in the order a ladder uses them:
+
+- ``candidates``: a finding's fix → the concrete trials that test it (worker counts, fallbacks).
+- ``rungs``: which candidate runs next, and with what (bundles, pairs, riders on compile).
+- ``ladder``: the ladder itself (``run_trials``, ``TrialContext``): one process per trial, the
+  verdict, the stack, re-profiling after each kept fix.
+- ``verdicts``: how one comparison is judged against the noise; when a reference is timed again.
+- ``apart``: fixes that change training dynamics (batch size), measured on top of the final stack.
+- ``ceiling``: the data-free ceiling, the kept compute fixes with one cached batch on the device.
+- ``guesses`` and ``lookahead``: the processes likely to come next, started ahead while one runs.
+- ``prep``: what gets ready for the trials while the baseline runs.
+"""
+
+from advisor.trials.ladder import REPEAT, TrialContext, run_trials
+
+__all__ = ["REPEAT", "TrialContext", "run_trials"]
