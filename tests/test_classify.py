@@ -148,7 +148,7 @@ def _fixture_models():
     paths = [gpu_fixture(c) for c in GPU_CONFIGS]
     have = [p for p in paths if os.path.exists(p)]
     if not have:
-        pytest.skip("GPU fixture traces not recorded yet")
+        pytest.fail("GPU fixture traces missing from tests/fixtures/traces/")
     return {os.path.basename(p).split(".")[0]: load_trace(p) for p in have}
 
 

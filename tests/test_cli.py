@@ -153,7 +153,7 @@ def test_inspect_tells_the_precision_and_layout_configurations_apart():
 
 
 def test_inspect_run_directory_uses_its_observed_config():
-    r = advisor("inspect", "--json", REPO / "reports" / "examples" / "h200-cifar_resnet")
+    r = advisor("inspect", "--json", REPO / "tests" / "fixtures" / "runs" / "cifar_slow_h200")
     res = json.loads(r.stdout)
     by = {f["code"]: f for f in res["findings"]}
     assert "ADV108" in by and "examples/cifar_resnet.py:" in by["ADV108"]["message"]

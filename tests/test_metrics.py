@@ -25,7 +25,7 @@ def cpu() -> dict:
 def _gpu(config: str):
     path = gpu_fixture(config)
     if not os.path.exists(path):
-        pytest.skip(f"{path} not recorded yet")
+        pytest.fail(f"fixture missing: {path}")
     return load_trace(path)
 
 

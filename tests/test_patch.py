@@ -171,7 +171,7 @@ def block_with(tree: ast.AST, text: str) -> list:
 @pytest.fixture
 def cifar(tmp_path):
     if not EXAMPLE.exists():
-        pytest.skip("examples/cifar_resnet.py is not there")
+        pytest.fail("examples/cifar_resnet.py is missing")
     return _repo(tmp_path, EXAMPLE)
 
 
@@ -389,7 +389,7 @@ def test_model_fixes_follow_the_model_binding_from_a_real_run_config():
     import json as _json
 
     repo = Path(__file__).resolve().parent.parent
-    config = _json.loads((repo / "reports/examples/h200-cifar_resnet/run.json").read_text())["config"]
+    config = _json.loads((repo / "tests/fixtures/runs/cifar_slow_h200/run.json").read_text())["config"]
     old = os.getcwd()
     os.chdir(repo)  # the run's `where` paths are relative to where it ran (the repo root)
     try:

@@ -1,4 +1,4 @@
-"""The HTML report: rendered from real GPU runs (reports/examples/), opened in real headless
+"""The HTML report: rendered from real GPU runs (tests/fixtures/runs/), opened in real headless
 Chromium (tests/chromium.py): no console message, no network request, the charts drawn without an
 error, the headline numbers in the DOM, a screenshot in tests/_artifacts/. Also: untrusted names
 stay text, old/partial run.json render, `advisor report` and `advisor compare`, traces are Chrome
@@ -25,9 +25,9 @@ from advisor.report import html as report_html
 from advisor.report import timeline, view
 
 REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = REPO / "reports" / "examples"
-SESSION2 = EXAMPLES / "h200-cifar_resnet-trials-session2"
-SLOW, TUNED = EXAMPLES / "h200-cifar_resnet", EXAMPLES / "h200-cifar_resnet_tuned"
+RUNS = REPO / "tests" / "fixtures" / "runs"  # recorded GPU runs (tests/fixtures/runs/README.md)
+LADDER_H200 = RUNS / "cifar_ladder_h200"
+SLOW, TUNED = RUNS / "cifar_slow_h200", RUNS / "cifar_tuned_h200"
 ARTIFACTS = REPO / "tests" / "_artifacts"
 FIXTURE_TRACE = REPO / "tests" / "fixtures" / "traces" / "amp_bf16_channels_last.pt.trace.json.gz"
 EVIL = "</script><script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned2'\">"
@@ -92,8 +92,8 @@ def assert_offline_source(text: str):
 
 
 @pytest.fixture(scope="module")
-def session2(tmp_path_factory):
-    run = copy_run(SESSION2, tmp_path_factory.mktemp("s2") / "h200-cifar_resnet-trials-session2")
+def ladder_h200(tmp_path_factory):
+    run = copy_run(LADDER_H200, tmp_path_factory.mktemp("ladder") / "cifar_ladder_h200")
     r = advisor("report", run)
     assert r.returncode == 0, r.stderr
     return run
@@ -101,9 +101,9 @@ def session2(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def accepted_run(tmp_path_factory):
-    """session2 as if 02-dataloader-workers-4 had cleared a 20% threshold (and fixes.patch was
+    """ladder_h200 as if 02-dataloader-workers-4 had cleared a 20% threshold (and fixes.patch was
     written); its trace is the tuned example's, so the 'after' timeline has a real trace."""
-    run = copy_run(SESSION2, tmp_path_factory.mktemp("acc") / "accepted")
+    run = copy_run(LADDER_H200, tmp_path_factory.mktemp("acc") / "accepted")
     doc = rundir.read_json(run / "run.json")
     doc["trial_summary"].update(noise=0.1, threshold=0.2)
     for t in doc["trials"]:
@@ -123,24 +123,24 @@ def accepted_run(tmp_path_factory):
 # --- in the browser --------------------------------------------------------------------------
 
 @needs_chromium
-def test_real_gpu_run_in_chromium(session2):
-    text = (session2 / "index.html").read_text()
+def test_real_gpu_run_in_chromium(ladder_h200):
+    text = (ladder_h200 / "index.html").read_text()
     assert len(text.encode()) < 400_000
     assert_offline_source(text)
-    page = chromium.open_page(session2 / "index.html", screenshot=ARTIFACTS / "report-session2.png")
+    page = chromium.open_page(ladder_h200 / "index.html", screenshot=ARTIFACTS / "report-ladder_h200.png")
     assert_clean(page)
     dom = page.dom
     for needle in ("12,420", "20.61 ms", "0.34 GiB", "1.00×", "35.6%", "71.2%", "No fix was proven",
                    "NVIDIA H200", "580.159.04", "9.19.0", "tensorboard --logdir", "ProfilerStep#2"):
         assert needle in dom, needle
-    doc = rundir.read_json(session2 / "run.json")
+    doc = rundir.read_json(ladder_h200 / "run.json")
     for t in doc["trials"]:  # every trial with its verdict and reason
         assert t["name"] in dom and t["reason"].replace("<", "&lt;") in dom
     for f in doc["findings"]:
         assert f'id="finding-{f["code"]}"' in dom
     canvases = re.findall(r'<canvas id="([\w-]+)"[^>]*(?:height|style)=', dom)
     assert {"chart-gains", "chart-breakdown", "chart-timeline-0", "chart-kernels"} <= set(canvases), canvases
-    png = (ARTIFACTS / "report-session2.png").read_bytes()
+    png = (ARTIFACTS / "report-ladder_h200.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
 
 
@@ -218,10 +218,10 @@ def test_untrusted_names_stay_text(tmp_path):
 
 
 @needs_chromium
-def test_csp_blocks_any_other_script(session2, tmp_path):
+def test_csp_blocks_any_other_script(ladder_h200, tmp_path):
     """Defence in depth: the policy allows only the two inlined scripts (by hash), so markup that
     slipped past escaping still could not run a script."""
-    text = (session2 / "index.html").read_text()
+    text = (ladder_h200 / "index.html").read_text()
     p = tmp_path / "injected.html"
     p.write_text(text.replace("<h1>", "<script>document.title='ran'</script><h1>", 1))
     page = chromium.open_page(p)
@@ -244,7 +244,7 @@ def test_harness_sees_errors_and_requests(tmp_path):
 # --- without a browser -------------------------------------------------------------------------
 
 def test_old_and_partial_run_documents_render(tmp_path):
-    doc = rundir.read_json(SESSION2 / "run.json")
+    doc = rundir.read_json(LADDER_H200 / "run.json")
     partial = [{}, {"status": "incomplete", "incomplete_reasons": ["killed"]},
                {k: v for k, v in doc.items() if k not in ("analysis", "trials", "trial_summary", "memory")},
                {**doc, "analysis": None, "findings": None, "trials": [{"name": "x"}, "junk"],
@@ -252,7 +252,7 @@ def test_old_and_partial_run_documents_render(tmp_path):
     for d in partial:
         text = report_html.render_html(d, tmp_path)
         assert "advisor report" in text and "&lt;" not in text[:200]
-        assert "advisor report" in report_html.render_compare(d, doc, tmp_path, SESSION2)
+        assert "advisor report" in report_html.render_compare(d, doc, tmp_path, LADDER_H200)
     old = tmp_path / "old"
     old.mkdir()
     rundir.write_json(old / "run.json", {k: v for k, v in doc.items() if k in ("command", "measurement", "status")})
@@ -277,7 +277,7 @@ def test_safe_json_cannot_close_the_script_block():
 
 def test_timeline_of_the_median_step():
     from advisor.trace import load_trace
-    model = load_trace(SESSION2)
+    model = load_trace(LADDER_H200)
     tl = timeline.step_timeline(model)
     durs = sorted(d for _, d, _ in model.steps)
     assert tl["step_ms"] == pytest.approx(durs[len(durs) // 2] / 1000, abs=1e-3)
@@ -312,7 +312,7 @@ def test_patch_hunks_per_fix():
 
 
 def test_headline_and_ladder():
-    doc = rundir.read_json(SESSION2 / "run.json")
+    doc = rundir.read_json(LADDER_H200 / "run.json")
     rows = view.ladder(doc)
     head = view.headline(doc, rows)
     assert head["best"] is None and head["speedup"] == pytest.approx(1.0)
@@ -330,7 +330,7 @@ def test_example_traces_are_chrome_trace_json():
     """What Perfetto's and chrome://tracing's JSON importers need: an object with a traceEvents
     list; every event a dict with a phase; complete events with numeric ts/dur and pid/tid;
     strict JSON (no NaN)."""
-    files = sorted(EXAMPLES.glob("*/tb/*/*.pt.trace.json.gz"))
+    files = sorted(RUNS.glob("*/tb/*/*.pt.trace.json.gz"))
     assert len(files) >= 5
     for f in files[:3]:
         doc = json.loads(gzip.open(f).read(), parse_constant=lambda c: pytest.fail(f"{f}: {c}"))
@@ -344,7 +344,7 @@ def test_example_traces_are_chrome_trace_json():
 
 
 def test_ladder_shows_the_warmup_cost_apart_from_the_step_time(tmp_path):
-    doc = rundir.read_json(SESSION2 / "run.json")
+    doc = rundir.read_json(LADDER_H200 / "run.json")
     for t in doc["trials"]:
         if t["name"] == "02-dataloader-workers-4":
             t["warmup_cost_s"] = 41.25
@@ -358,7 +358,7 @@ def test_ladder_shows_the_warmup_cost_apart_from_the_step_time(tmp_path):
 
 def test_ladder_says_why_a_rung_holds_several_fixes(tmp_path):
     """A rung of several fixes (riders on compile, a pair, a bundle) shows why, escaped."""
-    doc = rundir.read_json(REPO / "reports" / "examples" / "h100-s8-call1" / "trials" / "run.json")
+    doc = rundir.read_json(RUNS / "ladder_rung_notes_h100" / "run.json")
     row = next(t for t in doc["trials"] if t["name"] == "07-torch-compile-reduce-overhead+amp")
     row["rung_note"] = "amp(dtype=bfloat16): rejected while the GPU idled <80%>; trialled with torch-compile"
     text = report_html.render_html(doc, tmp_path)
@@ -371,7 +371,7 @@ def test_ladder_says_why_a_rung_holds_several_fixes(tmp_path):
 def test_patch_notes_show_why_an_edit_was_added_and_what_to_check(tmp_path):
     """An edit another one needs (set_to_none=True with CUDA graphs) says so, and a note's
     warning (values kept on the device by defer-syncs) is shown, escaped."""
-    doc = rundir.read_json(REPO / "reports" / "examples" / "h100-s5-cifar_resnet-trials" / "run.json")
+    doc = rundir.read_json(RUNS / "cifar_ladder_patch_notes_h100" / "run.json")
     doc["patch"]["notes"].append({"intervention": "set-to-none", "applied": True, "where": "cifar_resnet.py:141",
                                   "edits": ["set_to_none=True"], "required_by": "torch-compile",
                                   "why": "CUDA graphs need <gradients> set to None"})
@@ -384,7 +384,7 @@ def test_patch_notes_show_why_an_edit_was_added_and_what_to_check(tmp_path):
 def test_a_step_of_several_micro_batches_shows_them(tmp_path):
     """The H100 nanoGPT-style run: 4 micro-batches of 32 a step, shown as 32x4 in the header,
     the throughput card and the ladder, and in the terminal's trials table."""
-    doc = rundir.read_json(EXAMPLES / "h100-s11-workloads-c" / "gpt_lm" / "run.json")
+    doc = rundir.read_json(RUNS / "gpt_lm_micro_batches_h100" / "run.json")
     assert doc["measurement"]["micro_batches"] == 4 and doc["measurement"]["batch_size"] == 32
     text = report_html.render_html(doc, tmp_path)
     assert "batch 32x4 ·" in text
@@ -408,7 +408,7 @@ def test_the_terminal_ladder_keeps_its_figures_on_one_line_in_80_columns():
     from rich.console import Console
 
     from advisor.report.terminal import print_summary
-    doc = rundir.read_json(EXAMPLES / "h100-s11-call3" / "trials" / "run.json")
+    doc = rundir.read_json(RUNS / "ladder_terminal_h100" / "run.json")
     out = StringIO()
     print_summary(doc, Console(file=out, width=80))
     lines = out.getvalue().splitlines()
@@ -544,7 +544,7 @@ def test_json_summary_gives_the_scaled_breakdown_and_the_overhead():
 def test_gpu_runs_show_the_roofline_the_ceiling_and_a_short_scripts_own_traces(tmp_path):
     """H100 runs: MFU against the dtype's peak and the data-free ceiling (MNIST through PIL
     transforms, preloaded), and the profiler tutorial's ten steps: their schedule and its traces."""
-    mnist = copy_run(REPO / "reports" / "examples" / "preload-mfu-ceiling-h100", tmp_path / "mnist")
+    mnist = copy_run(RUNS / "mnist_preload_mfu_h100", tmp_path / "mnist")
     assert advisor("report", mnist).returncode == 0
     page = chromium.open_page(mnist / "index.html")
     assert_clean(page)
@@ -556,7 +556,7 @@ def test_gpu_runs_show_the_roofline_the_ceiling_and_a_short_scripts_own_traces(t
         assert f'id="roofline-{key}"' in table
     assert "989" in table and "bf16" in table and "tf32" in table
     assert f'{rf["stack"]["mfu"] * 100:.1f}%' in table
-    tutorial = copy_run(REPO / "reports" / "examples" / "short-script-own-profiler-h100", tmp_path / "tutorial")
+    tutorial = copy_run(RUNS / "profiler_tutorial_h100", tmp_path / "tutorial")
     assert advisor("report", tutorial).returncode == 0
     page = chromium.open_page(tutorial / "index.html")
     assert_clean(page)

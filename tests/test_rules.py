@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @functools.lru_cache(maxsize=None)
 def _run_model(run: str, trial: str | None = None):
-    """A committed GPU run (reports/examples/...): the trace, config and environment of its
+    """A recorded GPU run (tests/fixtures/runs/...): the trace, config and environment of its
     baseline, or of one of its trials, with what the child measured merged as the CLI does."""
     from advisor.pipeline import merge_child_results
 

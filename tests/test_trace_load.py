@@ -157,7 +157,7 @@ def test_synthetic_large_trace_is_line_per_event(tmp_path):
     if not os.path.exists(src):
         src = make_large_trace.DEFAULT_SOURCE
     if not os.path.exists(src):
-        pytest.skip("no GPU fixture to repeat")
+        pytest.fail("no GPU fixture to repeat")
     out = tmp_path / "big.pt.trace.json"
     stats = make_large_trace.write(make_large_trace.load(src), str(out), 2.0, "line")
     m = load_trace(out)
@@ -218,7 +218,7 @@ def test_logdir_picks_newest_and_load_traces_returns_all(cpu, tmp_path):
 def test_gpu_fixture_parses(config):
     path = gpu_fixture(config)
     if not os.path.exists(path):
-        pytest.skip(f"{path} not recorded yet")
+        pytest.fail(f"fixture missing: {path}")
     raw, m = _raw(path), load_trace(path)
     assert len(m.kernels) == _count(raw, {"kernel"}) > 0
     assert len(m.runtime) == _count(raw, {"cuda_runtime", "cuda_driver"})
