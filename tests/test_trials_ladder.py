@@ -8,6 +8,7 @@ import collections
 import pytest
 
 from advisor import pipeline, trials
+from advisor.trials import ceiling, ladder as ladder_module
 from advisor.trials.candidates import expand
 from advisor.trials.verdicts import UNMEASURED_REGIME_GAIN, retime_reference
 
@@ -25,7 +26,7 @@ def _finding(fix: str, gain: float) -> dict:
 
 def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environment: dict | None = None,
            baseline: dict | None = None, rules: list[dict] | None = None, idle: dict | None = None,
-           only: set[str] | None = None, lookahead: int | None = None):
+           only: set[str] | None = None, lookahead: int | None = None, with_ceiling: bool = False):
     """Run the ladder; speeds maps a stack (tuple of candidate keys) to the ms/step of its
     successive runs (the last one repeats), or to a whole child result. rules: what the rules
     find on every trial's trace (each trial then has one; idle: a stack's GPU idle share in
@@ -55,7 +56,9 @@ def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environmen
         ms = got[min(i, len(got) - 1)]
         return (_timed(ms), *traced(keys, ms))
 
-    monkeypatch.setattr(trials, "_run", fake_run)
+    monkeypatch.setattr(ladder_module, "_run", fake_run)
+    if not with_ceiling:  # the data-free ceiling's process after the ladder (its own test below)
+        monkeypatch.setattr(ceiling, "measure_ceiling", lambda ladder: None)
     baseline = baseline or _timed(100.0)
     if lookahead:  # guesses need a script that uses CUDA before its first step
         baseline = {**baseline, "startup": {"cuda_init": 1.0, "first_step": 2.0}}
@@ -430,7 +433,8 @@ def test_batch_size_x4_runs_only_after_x2_paid(tmp_path, monkeypatch, x2_step_ms
         factor = stack[-1].params.get("factor", 1) if stack else 1
         return _timed(step_ms[keys], batch=8 * factor), None, None
 
-    monkeypatch.setattr(trials, "_run", timed_batch)
+    monkeypatch.setattr(ladder_module, "_run", timed_batch)
+    monkeypatch.setattr(ceiling, "measure_ceiling", lambda ladder: None)
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
                               baseline=base, environment={}, progress=lambda s: None,
                               baseline_findings=[_finding("batch-size", 1.0)])
@@ -963,3 +967,23 @@ def test_a_batch_size_on_a_compiled_stack_is_guessed_while_compile_is_next(tmp_p
     names = [g[0] for g in calls[3][3]]
     assert names.index("apart-batch-size-x2") < names.index("04-tf32") < len(names), names
     assert calls[3][3][names.index("apart-batch-size-x2")][1] == (amp, "set-to-none", RO, "batch-size(factor=2)")
+
+
+def test_the_data_free_ceiling_runs_after_the_ladder_on_the_kept_compute_fixes(tmp_path, monkeypatch):
+    """The ceiling: the kept stack without its data fixes, every batch one cached batch, timed
+    only, recorded apart as a bound (never a fix, never in the stack the patch is made from)."""
+    speeds = {(): [100.0], ("preload-dataset",): [50.0], ("preload-dataset", "set-to-none"): [40.0],
+              ("set-to-none", "cached-batch"): [32.0]}
+    findings = [_finding("preload-dataset", 50.0), _finding("set-to-none", 10.0)]
+    base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8, "num_workers": 0}}}}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, baseline=base, with_ceiling=True)
+    name, keys, profiled, _ = calls[-1]
+    assert (name, keys, profiled) == ("ceiling-data-free", ("set-to-none", "cached-batch"), False)
+    rec = _rec(result, "ceiling-data-free")
+    assert rec["status"] == "bound" and rec["apart"] and rec["ceiling"]
+    assert rec["samples_per_s"] == pytest.approx(8 * 1000 / 32.0)
+    assert [c["name"] for c in result["stack"]] == ["preload-dataset", "set-to-none"]   # the ceiling is not a fix
+    # a script with no DataLoader: skipped, no process
+    result, calls, _ = ladder(tmp_path, monkeypatch, {(): [100.0], ("set-to-none",): [80.0]},
+                              [_finding("set-to-none", 10.0)], with_ceiling=True)
+    assert _rec(result, "ceiling-data-free")["status"] == "skipped" and calls[-1][0] != "ceiling-data-free"
