@@ -2,7 +2,7 @@
 stack (and --apply fixes) and its observed config, as analyze wrote it at the end of the trials.
 For checking a change of the source edits against a GPU run recorded before it.
 
-    python benchmarks/repatch.py RUN_DIR SCRIPT OUT.patch   # e.g. reports/examples/h100-s7-call6/trials examples/cifar_resnet.py /tmp/p.patch
+    python benchmarks/repatch.py RUN_DIR SCRIPT OUT.patch   # e.g. reports/examples/cifar_resnet-h100 examples/cifar_resnet.py /tmp/p.patch
 Run from the directory the analyze ran in (its config's call sites are relative to it).
 """
 

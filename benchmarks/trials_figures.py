@@ -1,13 +1,13 @@
-"""Print the figures issue 4 asks for from a run directory written by `advisor analyze`:
+"""Print the ladder's figures from a run directory written by `advisor analyze`:
 the run-to-run noise of the baseline (target <= 3%), the per-trial and total wall time of the
 trials (target for the whole analyze on the GPU example: <= 3 min), and the ladder.
 
-    python3 benchmarks/trials_figures.py reports/examples/h200-cifar_resnet-trials-session2
+    python3 benchmarks/trials_figures.py reports/examples/cifar_resnet-h100
 
-With several run directories, one line each against the control timed in the same device
-call (the `cifar_resnet_tuned` run beside each, as benchmarks/gpu_examples.sh leaves them):
+With several run directories, one line each against the control timed on the same machine
+(the `cifar_resnet_tuned` run beside each, as benchmarks/gpu_examples.sh leaves them):
 
-    python3 benchmarks/trials_figures.py reports/examples/h100-s8-call*/trials
+    python3 benchmarks/trials_figures.py /tmp/out/*/trials
 """
 
 from __future__ import annotations

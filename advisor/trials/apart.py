@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from advisor import interventions, measure
 from advisor.trials.candidates import Candidate
+from advisor.trials.state import After
 from advisor.trials.verdicts import judge
 
 NAMES = {"batch-size"}
@@ -15,43 +16,42 @@ def name(cand: Candidate) -> str:
     return f"apart-{cand.name}-x{cand.params.get('factor')}"
 
 
-def measure_all(ladder, cands: list[Candidate]) -> list[dict]:
+def measure_all(after: After, cands: list[Candidate]) -> list[dict]:
     """Batch-size factors in ascending order; a larger one only when the smaller one was
     measured faster than the kept fixes (x4 after an x2 that was slower, crashed or did not
     fit is a process spent on a foregone answer; one that cannot apply says why for itself).
-    ladder: the trials' _Ladder, its stack done."""
+    Returns the records, in order, for the ladder's trials."""
     out: list[dict] = []
     cands = sorted(cands, key=lambda c: c.params.get("factor") or 0)
     for i, cand in enumerate(cands):
-        if ladder.ctx.out_of_budget():
+        if after.out_of_budget():
             break
         prev = out[-1] if out else None
         if prev is not None and prev.get("fix") == cand.name and prev.get("status") not in ("measured", "skipped"):
-            ladder.trials.append({"name": name(cand), "fix": cand.name,
-                                  "params": cand.params, "status": "not run", "interventions": [],
-                                  "reason": f"{prev['name']} was not faster than the kept fixes"})
+            out.append({"name": name(cand), "fix": cand.name, "params": cand.params, "status": "not run",
+                        "interventions": [], "reason": f"{prev['name']} was not faster than the kept fixes"})
             continue
-        nxt = cands[i + 1:i + 2] if ladder.ctx.ahead.count else []
-        out.append(_measure(ladder, cand, [(name(c), [*ladder.stack, c], True) for c in nxt]))
+        nxt = cands[i + 1:i + 2] if after.ahead else []
+        out.append(_measure(after, cand, [(name(c), [*after.stack, c], True) for c in nxt]))
     return out
 
 
-def _measure(ladder, cand: Candidate, guesses: list) -> dict:
+def _measure(after: After, cand: Candidate, guesses: list) -> dict:
     """A batch-size trial on top of the kept fixes, judged against them (not the baseline)."""
     mod = interventions.get(cand.name)
-    why = mod.not_applicable(ladder.base.get("config") or {}, ladder.ctx.environment, cand.params)
+    why = mod.not_applicable(after.base.get("config") or {}, after.environment, cand.params)
     trial = name(cand)
     if why:
         rec = {"name": trial, "fix": cand.name, "params": cand.params, "status": "skipped", "reason": why}
     else:
-        child, analysis, _ = ladder.process(trial, [*ladder.stack, cand], guesses=guesses)
+        child, analysis, _ = after.process(trial, [*after.stack, cand], guesses=guesses)
         rec = {"name": trial, "fix": cand.name, "params": cand.params, "changes_numerics": True,
-               "description": mod.describe(cand.params), "interventions": [c.key for c in [*ladder.stack, cand]],
-               "apart": True, **measure.trial_figures(child, analysis, ladder.base)}
-        status, reason, gain, _used = judge([child], ladder.ref_runs, ladder.loss_ref, ladder.noise, True)
+               "description": mod.describe(cand.params), "interventions": [c.key for c in [*after.stack, cand]],
+               "apart": True, **measure.trial_figures(child, analysis, after.base)}
+        ref = after.reference
+        status, reason, gain, _used = judge([child], ref.runs, ref.loss, ref.noise, True)
         rec["status"] = "measured" if status in ("accepted", "unsure") else status
         rec["gain_vs_previous"] = gain
         rec["reason"] = reason.replace("the previous stack", "the kept fixes") + \
             "; changes training dynamics: scale the learning rate with the batch"
-    ladder.trials.append(rec)
     return rec

@@ -6,36 +6,36 @@ from __future__ import annotations
 
 from advisor import interventions, measure
 from advisor.trials.candidates import Candidate
+from advisor.trials.state import After
 
 NAME = "ceiling-data-free"
 # Fixes of the data pipeline: the cached batch stands in for all of them.
 DATA_FIXES = {"dataloader-workers", "pin-memory", "preload-dataset", "precompute-samples"}
 
 
-def measure_ceiling(ladder) -> dict | None:
-    """The ceiling trial, on top of the ladder's final stack (its data fixes left out); its
-    record joins ladder.trials, apart from the ladder (never a fix, never in the patch).
+def measure_ceiling(after: After) -> dict | None:
+    """The ceiling trial's record, on top of the ladder's final stack (its data fixes left
+    out), for the ladder's trials, apart from the ladder (never a fix, never in the patch).
     None under --fix that does not name cached-batch: the user asked for those trials only."""
-    if ladder.ctx.only is not None and "cached-batch" not in ladder.ctx.only:
+    if after.only is not None and "cached-batch" not in after.only:
         return None
     mod = interventions.get("cached-batch")
-    why = mod.not_applicable(ladder.base.get("config") or {}, ladder.ctx.environment, {})
+    why = mod.not_applicable(after.base.get("config") or {}, after.environment, {})
     rec = {"name": NAME, "fix": "cached-batch", "apart": True, "ceiling": True, "interventions": []}
     if why:
         rec.update(status="skipped", reason=why)
-    elif ladder.ctx.out_of_budget():
+    elif after.out_of_budget():
         rec.update(status="not run", reason="trial budget spent")
     else:
-        parts = [p for c in ladder.stack for p in c.parts if p.name not in DATA_FIXES]
+        parts = [p for c in after.stack for p in c.parts if p.name not in DATA_FIXES]
         stack = [*parts, Candidate("cached-batch")]
-        child, analysis, _ = ladder.process(NAME, stack, profile=False)
+        child, analysis, _ = after.process(NAME, stack, profile=False)
         rec.update(description=mod.describe({}), changes_numerics=True, interventions=[c.key for c in stack],
-                   **measure.trial_figures(child, analysis, ladder.base))
+                   **measure.trial_figures(child, analysis, after.base))
         if child.get("status") == "complete" and rec.get("samples_per_s"):
             rec.update(status="bound", reason="the kept stack's compute fixes, every batch one cached batch on the "
                                               "device: no data fix can make the step faster than this")
         else:
             rec.update(status="failed", reason="; ".join(child.get("incomplete_reasons") or [])
                        or "the ceiling run measured no step")
-    ladder.trials.append(rec)
     return rec

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from advisor.trials import apart, rungs
 from advisor.trials.candidates import Candidate, expand
+from advisor.trials.state import LadderView
 
 
 def trial_name(n: int, cand: Candidate) -> str:
@@ -27,7 +28,7 @@ def _part_name(cand: Candidate) -> str:
     return cand.name + (f"-{'-'.join(values)}" if cand.group and values else "")
 
 
-def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[str, list[Candidate], bool]]:
+def likely_next(ladder: LadderView, cand: Candidate | None, name: str = "") -> list[tuple[str, list[Candidate], bool]]:
     """The processes likely to come after cand's trial `name` (None: after the baseline's
     repeat), as (name, stack, profiled), most likely first: the next rung on the stack with
     cand kept (once the queue is spent: a fix skipped on its bound, the batch sizes); the kept
@@ -94,7 +95,7 @@ def likely_next(ladder, cand: Candidate | None, name: str = "") -> list[tuple[st
     return unique([*first, *likely, *soon, *later])
 
 
-def two_ahead(ladder, stack: list[Candidate], p: rungs.Pick, kept: set[str], args: dict) -> list:
+def two_ahead(ladder: LadderView, stack: list[Candidate], p: rungs.Pick, kept: set[str], args: dict) -> list:
     """The process after next where this fix and the next rung are both kept (`stack` holds
     them): a process's start-up (the script's data, a preloaded dataset, cudnn.benchmark's
     search or a compile: 15-30 s on an H100 host) is longer than most trials run (4-8 s once
@@ -108,7 +109,7 @@ def two_ahead(ladder, stack: list[Candidate], p: rungs.Pick, kept: set[str], arg
     return [(apart.name(a), [*stack, a], True) for a in sizes[:1]]
 
 
-def _sizes(ladder, cands: list[Candidate]) -> list[Candidate]:
+def _sizes(ladder: LadderView, cands: list[Candidate]) -> list[Candidate]:
     """The batch sizes to measure apart, smallest first; none that cannot apply to the script
     (a batch not made by a DataLoader: its process would start for a trial that is skipped)."""
     ok = [c for c in cands if not rungs.module_for(c).not_applicable(ladder.ref_config, ladder.ctx.environment,
@@ -139,7 +140,7 @@ def _differs(a, b) -> bool:
     return [c.key for c in a[1]] != [c.key for c in b[1]] or a[2] != b[2]
 
 
-def follow_ups(ladder, cand: Candidate, stack: list[Candidate], tried: set[str], kept: set[str]) -> list[Candidate]:
+def follow_ups(ladder: LadderView, cand: Candidate, stack: list[Candidate], tried: set[str], kept: set[str]) -> list[Candidate]:
     """What the rules ask for once cand's fix is in: the fix of every rule whose AFTER names
     one of cand's fixes (ADV118: the loop still waits with DataLoader workers -> preload the
     dataset; ADV110: a sync per step, once compile made the step short -> defer it), neither
@@ -165,7 +166,7 @@ def alternatives(p: rungs.Pick, kept: set[str], args: dict) -> list[Candidate]:
     return [second] if second is not None else []
 
 
-def retries(ladder, kept: set[str]) -> list[Candidate]:
+def retries(ladder: LadderView, kept: set[str]) -> list[Candidate]:
     """Fixes rejected as not faster that a kept fix may bring back (rungs.worth_retrying: the
     step 1.5x faster, or the GPU far less idle; deferred syncs after compile on an H100,
     started fresh: 25.6 s). Those that would ride with compile last: they come back alone
@@ -175,7 +176,7 @@ def retries(ladder, kept: set[str]) -> list[Candidate]:
     return [c for c, rides in slow if not rides] + [c for c, rides in slow if rides]
 
 
-def dropped(ladder, tried: set[str], kept: set[str]) -> list[Candidate]:
+def dropped(ladder: LadderView, tried: set[str], kept: set[str]) -> list[Candidate]:
     """Fixes once queued that the rules did not ask for again on a kept stack's trace, never
     tried: a finding near its threshold may fire again on the next one (deferred syncs on an
     H100 ladder: asked for after AMP's trial, not after channels_last's, again after the small

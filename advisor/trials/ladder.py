@@ -15,24 +15,30 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from advisor import engine, measure, pipeline
 from advisor.trials import apart, ceiling, guesses, rungs
 from advisor.trials.candidates import Candidate, candidates_from_findings
 from advisor.trials.lookahead import Lookahead, default_count, quiet_s
-from advisor.trials.verdicts import (
-    judge,
-    regime_noise,
-    regroup,
-    relative,
-    retime_reference,
-)
+from advisor.trials.state import After, Reference
+from advisor.trials.verdicts import Verdict, judge, regime_noise, regroup, relative, retime_reference
 
 REPEAT = "00-baseline-repeat"  # the baseline timed again, with the trials' seed: the noise
 # Why a group's later value wins a tie within noise (see _Ladder._compete).
 TIE_REASON = {"dataloader-workers": "with more headroom"}
 # Extra (reference, trial) timing rounds for a gain inside the noise band.
 CONFIRM_ROUNDS = 2
+
+
+class Pending(NamedTuple):
+    """The best value so far of a group of competing candidates (worker counts), kept once the
+    group's last value has run."""
+    cand: Candidate
+    runs: list[dict]
+    analysis: dict | None
+    model: object
+    record: dict
 
 
 @dataclass
@@ -148,7 +154,7 @@ class _Ladder:
         self.tried: set[str] = set()
         # Values of one setting (worker counts) compete: the best accepted one is kept once
         # the last of them has run. group -> (candidate, runs, analysis, model, record)
-        self.pending: dict[str, tuple] = {}
+        self.pending: dict[str, Pending] = {}
         # Rejected as not faster: (the reference's ms/step it was judged against, the GPU's
         # idle share of its own trace's step). Worth another try once the bottleneck has moved
         # (rungs.worth_retrying).
@@ -187,13 +193,23 @@ class _Ladder:
                 self._trial(cand)
                 if cand.group and cand.group in self.pending and not any(c.group == cand.group for c in self.queue):
                     winner = self.pending.pop(cand.group)
-                    self._commit(*winner[:4])
+                    self._commit(winner.cand, winner.runs, winner.analysis, winner.model)
             self.result["noise"], self.result["threshold"] = self.noise, measure.acceptance_threshold(self.noise)
-            self.result["apart"] = apart.measure_all(self, self.result["apart"])
-            self.result["ceiling"] = ceiling.measure_ceiling(self)
+            measured = apart.measure_all(self.after(), self.result["apart"])
+            self.trials.extend(measured)
+            self.result["apart"] = measured
+            self.result["ceiling"] = ceiling.measure_ceiling(self.after())
+            if self.result["ceiling"] is not None:
+                self.trials.append(self.result["ceiling"])
         except KeyboardInterrupt:
             self.result["interrupted"] = True  # result["stack"] holds what was committed so far
         return self.result
+
+    def after(self) -> After:
+        """The ladder's outcome as the measurements on top of it see it."""
+        return After(stack=list(self.stack), base=self.base, environment=self.ctx.environment,
+                     reference=Reference(self.ref_runs, self.loss_ref, self.noise), process=self.process,
+                     out_of_budget=self.ctx.out_of_budget, ahead=self.ctx.ahead.count, only=self.ctx.only)
 
     def _pick(self) -> Candidate | None:
         """The next rung (rungs.pick), its skipped fixes recorded and its notes said."""
@@ -329,7 +345,7 @@ class _Ladder:
             # tried (compile was dropped so, and that ladder ended at 52% of the control).
             self.learned |= {c.key for c in found}
 
-    def _confirm(self, name: str, cand: Candidate, runs: list[dict], changes_numerics: bool):
+    def _confirm(self, name: str, cand: Candidate, runs: list[dict], changes_numerics: bool) -> Verdict:
         """The verdict, after re-timing a gain inside the noise band: the reference and the
         trial again, alternately, so that slow drift of the host hits both alike. A reference
         timed once (a kept fix's own run) is first timed again alone when the verdict could
@@ -339,9 +355,9 @@ class _Ladder:
 
         verdict = verdict_now()
         measured = regime_noise(self.groups, self.ref_runs) is not None
-        if len(self.ref_runs) == 1 and retime_reference(verdict[0], verdict[2], verdict[3], measured) \
+        if len(self.ref_runs) == 1 and retime_reference(verdict.status, verdict.gain, verdict.threshold, measured) \
                 and not self.ctx.out_of_budget():
-            self.say(f"trial {name}: {verdict[1]}; the reference has one run"
+            self.say(f"trial {name}: {verdict.reason}; the reference has one run"
                      f"{'' if measured else ' and no noise of its own regime'}: timing it again")
             # guessed beside what comes next: a confirmation round's first run, the same stack
             # timed again (an H100 ladder compiled it on the critical path: 23.7 s)
@@ -354,8 +370,8 @@ class _Ladder:
                 self._pool(self.ref_runs)  # its pair now sets the noise of its regime
             verdict = verdict_now()
         after = guesses.likely_next(self, cand, name)  # what comes once the verdict is in
-        while verdict[0] == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not self.ctx.out_of_budget():
-            self.say(f"trial {name}: {verdict[1]}; timing the reference and the trial again")
+        while verdict.status == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not self.ctx.out_of_budget():
+            self.say(f"trial {name}: {verdict.reason}; timing the reference and the trial again")
             k = len(runs)
             # each run of a round is guessed while the one before it runs (an H100 ladder spent
             # 120 s of 320 on seven such processes, each started fresh)
@@ -370,22 +386,21 @@ class _Ladder:
                 runs.append(again)
             self._pool(self.ref_runs, runs)
             verdict = verdict_now()
-        status, reason, gain, used = verdict
-        if status == "unsure":
-            status, reason = "rejected", reason + "; not confirmed"
-        return status, reason, gain, used
+        if verdict.status == "unsure":
+            return verdict._replace(status="rejected", reason=verdict.reason + "; not confirmed")
+        return verdict
 
     def _compete(self, cand, runs, analysis, model, rec: dict, used: float) -> None:
         """A group's values come in order of preference on a tie: a later one within the noise
         of the best wins (more workers: headroom for the fixes that speed the GPU up later)."""
         best = self.pending.get(cand.group)
-        if best is None or relative(rec, best[4]) > -used / 2:
+        if best is None or relative(rec, best.record) > -used / 2:
             if best is not None:
-                best[4]["status"], best[4]["reason"] = "superseded", \
+                best.record["status"], best.record["reason"] = "superseded", \
                     f"{rec['name']} was as fast within noise, {TIE_REASON.get(cand.group, 'and came later')}"
-            self.pending[cand.group] = (cand, runs, analysis, model, rec)
+            self.pending[cand.group] = Pending(cand, runs, analysis, model, rec)
         else:
-            rec["status"], rec["reason"] = "superseded", f"{best[4]['name']} was faster"
+            rec["status"], rec["reason"] = "superseded", f"{best.record['name']} was faster"
 
     def _commit(self, cand, runs, analysis, model) -> None:
         self.stack.append(cand)

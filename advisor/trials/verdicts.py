@@ -4,39 +4,49 @@ reference with a single run must be timed again before the verdict stands."""
 from __future__ import annotations
 
 import statistics
+from typing import NamedTuple
 
 from advisor import measure
 from advisor.interventions import NOT_APPLIED
 
 
+class Verdict(NamedTuple):
+    """One comparison's outcome. status: accepted | unsure | rejected | failed | skipped;
+    "unsure" is a gain over 3% but inside the noise of the comparison, which more runs could
+    settle. gain: relative samples/s over the reference; threshold: the one it was held to."""
+    status: str
+    reason: str
+    gain: float | None = None
+    threshold: float | None = None
+
+
 def judge(runs: list[dict], ref_runs: list[dict], loss_ref: dict, noise: float,
-          changes_numerics: bool, names: list[str] | None = None) -> tuple[str, str, float | None, float | None]:
-    """(status, reason, gain, threshold used). status "unsure": a gain over 3% but inside
-    the noise of this comparison, which more runs could settle. names: the fixes the trial
+          changes_numerics: bool, names: list[str] | None = None) -> Verdict:
+    """The verdict on a trial's runs against the reference's. names: the fixes the trial
     added; it is "skipped" when every one of them refused to apply in the child."""
     child = runs[0]
     if child.get("status") != "complete":
-        return "failed", "; ".join(child.get("incomplete_reasons") or ["the trial did not finish"]), None, None
+        return Verdict("failed", "; ".join(child.get("incomplete_reasons") or ["the trial did not finish"]))
     refused = {name: n.split(":", 2)[2].strip() for name in names or [] for n in child.get("notes") or []
                if n.startswith(f"{NOT_APPLIED} {name}:")}
     if names and len(refused) == len(set(names)):
-        return "skipped", "; ".join(refused.values()), None, None
+        return Verdict("skipped", "; ".join(refused.values()))
     for r in runs:
         bad = measure.numerics_verdict(r.get("losses") or [], loss_ref.get("losses") or [], changes_numerics)
         if bad:
-            return "rejected", f"numerics: {bad}", None, None
+            return Verdict("rejected", f"numerics: {bad}")
     gain = measure.pooled_gain(runs, ref_runs)
     if gain is None:
-        return "failed", "no steps were measured", None, None
+        return Verdict("failed", "no steps were measured")
     threshold = measure.acceptance_threshold(noise, len(ref_runs), len(runs))
     over = f"{runs_text(runs, ref_runs)}, threshold {threshold:.1%}" + \
         "".join(f"; {name} did not apply: {why}" for name, why in refused.items()) + \
         "".join(f"; {fault}" for fault in {r["batch_fault"] for r in runs if r.get("batch_fault")})
     if gain >= threshold:
-        return "accepted", f"{gain:+.1%} vs the previous stack ({over})", gain, threshold
+        return Verdict("accepted", f"{gain:+.1%} vs the previous stack ({over})", gain, threshold)
     if gain >= measure.MIN_GAIN:
-        return "unsure", f"{gain:+.1%} vs the previous stack, under the noise threshold ({over})", gain, threshold
-    return "rejected", f"{gain:+.1%} vs the previous stack, under the {threshold:.1%} threshold ({over})", gain, threshold
+        return Verdict("unsure", f"{gain:+.1%} vs the previous stack, under the noise threshold ({over})", gain, threshold)
+    return Verdict("rejected", f"{gain:+.1%} vs the previous stack, under the {threshold:.1%} threshold ({over})", gain, threshold)
 
 
 def runs_text(runs: list[dict], ref_runs: list[dict]) -> str:
