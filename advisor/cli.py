@@ -7,7 +7,6 @@ Exit codes: 0 done, 1 the run or input was incomplete/bad (what was captured is 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -112,18 +111,15 @@ def split_analyze_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _apply_thresholds(overrides: list[str]) -> str | None:
-    """--threshold NAME=VALUE: checked now, then passed to every rule run (trials' too)."""
-    if not overrides:
-        return None
+def _thresholds(ns: argparse.Namespace) -> str | None:
+    """ADVISOR_THRESHOLDS and --threshold NAME=VALUE, checked now: ns.thresholds, which every
+    rule run is given (the trials' too); a one-line error when one is unknown."""
     from advisor.thresholds import Thresholds
 
     try:
-        Thresholds.from_overrides(overrides)
+        ns.thresholds = Thresholds.from_environment(getattr(ns, "threshold", None) or [])
     except ValueError as exc:
         return str(exc)
-    prior = os.environ.get("ADVISOR_THRESHOLDS")
-    os.environ["ADVISOR_THRESHOLDS"] = ",".join(([prior] if prior else []) + overrides)
     return None
 
 
@@ -135,10 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             _parser().parse_args(["analyze", *own])  # prints usage / help and exits
             return _fail("analyze needs a script: advisor analyze [options] SCRIPT [args...]", 2)
         ns = _parser().parse_args(["analyze", *own, script_argv[0]])
-        bad = _apply_thresholds(ns.threshold)
+        bad = _thresholds(ns)
         return _fail(bad, 2) if bad else cmd_analyze(ns, script_argv[0], script_argv[1:])
     ns = _parser().parse_args(argv)
-    bad = _apply_thresholds(getattr(ns, "threshold", []))
+    bad = _thresholds(ns)
     if bad:
         return _fail(bad, 2)
     return {"inspect": cmd_inspect, "report": cmd_report, "compare": cmd_compare, "rules": cmd_rules,
@@ -181,7 +177,8 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     opts = pipeline.AnalyzeOptions(
         warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, measure_min_s=ns.min_time, timeout=ns.timeout,
         step_timeout=ns.step_timeout, stall_timeout=ns.stall_timeout, out=ns.out, record_memory=ns.memory,
-        with_stack=ns.with_stack, record_shapes=ns.shapes, rules_dirs=ns.rules)
+        with_stack=ns.with_stack, record_shapes=ns.shapes, rules_dirs=ns.rules,
+        thresholds=ns.thresholds)
     try:
         run_dir = rundir.new_run_dir(script, ns.out)
     except OSError as exc:
@@ -211,7 +208,8 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     pipeline.merge_child_results(analysis, child)
     extra = [trace_err] if trace_err and child.get("status") == "complete" else []
     findings, skipped = pipeline.run_findings(model, analysis, child.get("config") or {},
-                                              child.get("environment") or {}, opts.rules_dirs)
+                                              child.get("environment") or {}, opts.rules_dirs,
+                                              thresholds=opts.thresholds)
     doc = pipeline.build_run_document(spec, child, analysis, findings, skipped, extra)
     if child.get("schedule"):
         doc["schedule"] = child["schedule"]
@@ -361,7 +359,8 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
         others = [j for j in range(len(models)) if j != i] if ranked else []
         findings, skipped = pipeline.run_findings(model, analysis, config, env, ns.rules,
                                                   extra_models=[models[j] for j in others],
-                                                  extra_analyses=[analyses[j] for j in others])
+                                                  extra_analyses=[analyses[j] for j in others],
+                                                  thresholds=ns.thresholds)
         results.append({"trace": str(model.meta.get("trace_path")), "environment": env,
                         "analysis": analysis, "findings": findings, "skipped_rules": skipped})
     if ns.json:

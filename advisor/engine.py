@@ -207,7 +207,7 @@ def run_rules(model, analysis: dict, *, config: dict | None = None, environment:
               rules: list[Rule] | None = None) -> tuple[list[dict], list[dict]]:
     """Run every rule; return (findings ranked by estimated gain, skipped rules with reasons)."""
     ctx = RuleContext(model=model, analysis=analysis, config=config or {}, environment=environment or {},
-                      thresholds=thresholds or Thresholds.from_overrides(), has_config=bool(config),
+                      thresholds=thresholds or Thresholds(), has_config=bool(config),
                       extra_models=extra_models or [], extra_analyses=extra_analyses or [])
     findings: list[dict] = []
     skipped: list[dict] = []

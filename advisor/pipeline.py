@@ -34,6 +34,7 @@ class AnalyzeOptions:
     record_shapes: bool = False
     rules_dirs: list[str] = field(default_factory=list)
     run_name: str = "baseline"
+    thresholds: object = None        # advisor.thresholds.Thresholds the rules use (None: the defaults)
 
 
 def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeOptions,
@@ -146,7 +147,7 @@ def merge_child_results(analysis: dict | None, child: dict) -> None:
 
 def run_findings(model, analysis: dict | None, config: dict, environment: dict, rules_dirs: list[str],
                  extra_models: list | None = None, extra_analyses: list | None = None,
-                 rules: list | None = None) -> tuple[list, list]:
+                 rules: list | None = None, thresholds=None) -> tuple[list, list]:
     """Run the rule catalogue (`rules` when loaded already, else the built-in one and
     `rules_dirs`); returns (findings, skipped). Missing engine → nothing."""
     if model is None or analysis is None:
@@ -156,7 +157,7 @@ def run_findings(model, analysis: dict | None, config: dict, environment: dict, 
     except ImportError:  # the rule engine is optional while it is being built
         return [], []
     return run_rules(model, analysis, config=config, environment=environment, extra_dirs=rules_dirs,
-                     extra_models=extra_models, extra_analyses=extra_analyses, rules=rules)
+                     extra_models=extra_models, extra_analyses=extra_analyses, rules=rules, thresholds=thresholds)
 
 
 def build_run_document(spec: dict, child: dict, analysis: dict | None, findings: list,

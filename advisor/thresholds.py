@@ -55,12 +55,16 @@ class Thresholds:
     float_input_h2d_frac: float = 0.02
 
     @classmethod
-    def from_overrides(cls, overrides: list[str] | None = None) -> "Thresholds":
+    def from_environment(cls, overrides: list[str] | None = None, environ=os.environ) -> Thresholds:
+        """The command line's thresholds: ADVISOR_THRESHOLDS first, then --threshold items."""
+        env = environ.get("ADVISOR_THRESHOLDS")
+        return cls.from_overrides([*(env.split(",") if env else []), *(overrides or [])])
+
+    @classmethod
+    def from_overrides(cls, overrides: list[str] | None = None) -> Thresholds:
+        """The defaults with NAME=VALUE items applied; ValueError names an unknown one."""
         t = cls()
         items = list(overrides or [])
-        env = os.environ.get("ADVISOR_THRESHOLDS")
-        if env:
-            items = env.split(",") + items
         names = {f.name: f.type for f in fields(cls)}
         for item in items:
             key, sep, val = item.partition("=")

@@ -75,10 +75,10 @@ def load_case(name: str) -> dict:
             "environment": case.get("environment") or {}, "extra": extra}
 
 
-def run_case(name: str, rules=None):
+def run_case(name: str, rules=None, thresholds=None):
     c = load_case(name)
     return engine.run_rules(c["model"], c["analysis"], config=c["config"], environment=c["environment"],
-                            extra_models=c["extra"], rules=rules)
+                            extra_models=c["extra"], rules=rules, thresholds=thresholds)
 
 
 # --- the catalogue's shape -------------------------------------------------------------
@@ -273,8 +273,13 @@ def test_thresholds_are_configurable(monkeypatch):
     from advisor.thresholds import Thresholds
 
     assert "ADV103" in [f["code"] for f in run_case("slow_loader")[0]]
+    high = Thresholds.from_overrides(["data_wait_frac=0.95"])
+    assert "ADV103" not in [f["code"] for f in run_case("slow_loader", thresholds=high)[0]]
+    # the environment variable is read where the command line is, once, never by the rules
     monkeypatch.setenv("ADVISOR_THRESHOLDS", "data_wait_frac=0.95")
-    assert "ADV103" not in [f["code"] for f in run_case("slow_loader")[0]]
+    assert "ADV103" in [f["code"] for f in run_case("slow_loader")[0]]
+    assert Thresholds.from_environment([]).data_wait_frac == 0.95
+    assert Thresholds.from_environment(["data_wait_frac=0.5"]).data_wait_frac == 0.5   # the flag comes last
     with pytest.raises(ValueError, match="unknown threshold"):
         Thresholds.from_overrides(["no_such=1"])
 

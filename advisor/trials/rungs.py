@@ -189,7 +189,7 @@ def requeue(queue, child, analysis, model, ctx, tried, keep: frozenset = frozens
         return queue
     findings, _ = pipeline.run_findings(model, analysis, child.get("config") or {},
                                         child.get("environment") or ctx.environment, ctx.opts.rules_dirs,
-                                        rules=rules)
+                                        rules=rules, thresholds=ctx.opts.thresholds)
     fresh = {c.key: c for c in candidates_from_findings(findings, ctx.environment, None) if c.key not in tried}
     named = [q for q in queue if (ctx.only and q.name in ctx.only or q.key in keep) and q.key not in fresh]
     kept = [c for c in fresh.values() if ctx.only is None or c.name in ctx.only]
