@@ -9,19 +9,18 @@ the profiler session in profiling.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from time import perf_counter
 
 from advisor.runner import environment
-from advisor.runner._util import flush_std, one_line_exception, write_json_atomic
+from advisor.runner._util import flush_std, one_line_exception
 from advisor.runner.flops import StepFlops
 from advisor.runner.lines import STOP_AFTER_STEPS
-from advisor.runner.losses import read_losses
 from advisor.runner.oneoffs import OneOffs
 from advisor.runner.profiling import Profiling
+from advisor.runner.reporting import Reporting
 from advisor.runner.ranges import Ranges
 from advisor.runner.window import Window, settle_steps
 
@@ -31,7 +30,7 @@ class StopScript(BaseException):
     script's own ``except Exception`` cannot swallow it."""
 
 
-class Controller(Profiling):
+class Controller(Profiling, Reporting):
     def __init__(self, spec: dict):
         self.spec = spec
         self.run_dir = os.path.abspath(spec["run_dir"])  # the script may chdir
@@ -94,7 +93,6 @@ class Controller(Profiling):
         # a row per warm-up step after the first, all hooks on (measure.micro_batches)
         self.micro = [0, 0, 0]
         self.micro_rows: list[list[int]] = []
-        self.depth = 0              # nn.Module call depth (forward ranges on the outermost)
 
         self.config: dict = {}
         self.notes: list[str] = []
@@ -132,71 +130,34 @@ class Controller(Profiling):
         except Exception:
             pass
 
-    # ------------------------------------------------------------------ progress / saving
-    def progress(self, stage: str, step: int, **info) -> None:
-        if self.forked:
-            return
-        rec = {"t": round(time.time(), 4), "stage": stage, "step": step, "total": self.total}
-        rec.update(info)
-        try:
-            self._progress.write(json.dumps(rec) + "\n")
-        except Exception:
-            pass
+    # ------------------------------------------------------------------ what the hooks saw
+    # runner/hooks.py reports through these; it never writes the controller's fields.
+    def counted(self, i: int) -> None:
+        """One more of this step's DataLoader batches (0), backward calls (1) or grad-enabled
+        outermost forwards (2): its micro-batches (measure.micro_batches)."""
+        self.micro[i] += 1
 
-    def note(self, text: str) -> None:
-        if text not in self.notes:
-            self.notes.append(text)
+    def waited_for_data(self, seconds: float) -> None:
+        self.data_acc += seconds
 
-    def internal_error(self, where: str, exc: BaseException) -> None:
-        self.note(f"advisor internal error in {where}: {one_line_exception(exc)}")
+    def waited_in_item(self, seconds: float) -> None:
+        """Host time in .item() on a device tensor, inside the timed window."""
+        self.item_wait_s += seconds
+        self.item_waits += 1
 
-    def _losses(self) -> list:
-        refs = self._loss_refs
-        read_losses(refs)
-        return [float("nan") if v is None else v for v in refs]
+    def saw_batch(self, size: int, source: str) -> None:
+        """The batch size, from the training loader's first batch or the model's first input."""
+        if self.batch_size is None:
+            self.batch_size, self.batch_size_source = size, source
 
-    def child_doc(self) -> dict:
-        obs = self.observer
-        return {
-            "stage": self.stage,
-            "steps_seen": self.steps_seen,
-            "step_times_ms": [round(x, 4) for x in self.window.step_times_ms],
-            "measure_window_ms": None if self.window.window_ms is None else round(self.window.window_ms, 4),
-            "step_timing": "window",
-            "batches_per_epoch": self.window.batches_per_epoch,
-            "settle_steps": self.settled,
-            "left_out_steps": dict(self.window.left_out), "left_out_ms": round(self.window.left_out_ms, 4),
-            "warmup_step_times_ms": [round(x, 4) for x in self.warmup_step_times_ms],
-            "data_wait_ms": [round(x, 4) for x in self.window.data_wait_ms],
-            "item_wait_ms": round(self.item_wait_s * 1e3, 4), "item_waits": self.item_waits,
-            "losses": self._losses(),
-            "batch_size": self.batch_size,
-            "batch_size_source": self.batch_size_source,
-            "step_counts": self.micro_rows,
-            "step_source": self.step_source,
-            "trace_files": list(self.trace_files),
-            "config": obs.config_doc(self.micro_rows) if obs else dict(self.config),
-            "environment": obs.environment() if obs else {},
-            "memory": obs.memory() if obs else {},
-            "notes": list(self.notes),
-            "interventions_applied": list(self.interventions_applied),
-            "exit": dict(self.exit),
-            "startup": {k: round(v, 3) for k, v in self.startup.items()},
-            "executed_lines": self.lines.doc() if self.lines is not None else {},
-            "own_profiler": self.script_profilers.doc() if self.script_profilers is not None else None,
-            "flops": self.flops.doc() if self.flops is not None else None,
-        }
+    def forget_batch(self) -> None:
+        """The batch seen first was not the training loader's (a validation pass came first)."""
+        self.batch_size = self.batch_size_source = None
 
-    def save(self) -> None:
-        if self.forked:
-            return
-        try:
-            doc = self.child_doc()
-        except Exception as e:  # never lose the file over one field
-            self.internal_error("child.json", e)
-            doc = {"stage": self.stage, "steps_seen": self.steps_seen, "notes": self.notes,
-                   "exit": self.exit}
-        write_json_atomic(os.path.join(self.run_dir, "child.json"), doc)
+    def saw_loss(self, loss) -> None:
+        """The tensor this step's first backward ran on (detached), or its stand-in."""
+        if self.cur_loss is None:
+            self.cur_loss = loss
 
     # ------------------------------------------------------------------ steps
     def start(self) -> None:

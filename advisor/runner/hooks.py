@@ -39,6 +39,7 @@ class Hooks(CopyHooks):
         self._opt_tokens: dict = {}
         self._in_backward = False
         self._fwd_token = None
+        self.depth = 0               # nn.Module call depth (forward ranges on the outermost)
         self._scaled = None          # (scaled output, unscaled detached) from GradScaler.scale
         self._batch_seen = False
         self._step0 = None           # (iterator, batch) last drawn before the first training step
@@ -77,7 +78,7 @@ class Hooks(CopyHooks):
         self.loop_active = False
         if not keep_installed:
             self.loop.undo()
-        self.c.depth = 0
+        self.depth = 0
         if self._fwd_token is not None:
             tok, self._fwd_token = self._fwd_token, None
             self.c.ranges.pop(tok)
@@ -132,7 +133,7 @@ class Hooks(CopyHooks):
             if c.pending:
                 c.commit()
             tok = c.ranges.push("advisor::data") if hooks._ranges_on() else None
-            c.micro[0] += 1
+            c.counted(0)
             t0 = perf_counter()
             loading(+1)
             try:
@@ -141,7 +142,7 @@ class Hooks(CopyHooks):
                 loading(-1)
                 evaluating = c.oneoffs.evaluating()  # its batches are neither the step's waits nor its loader
                 if not evaluating:
-                    c.data_acc += perf_counter() - t0
+                    c.waited_for_data(perf_counter() - t0)
                 if tok is not None:
                     c.ranges.pop(tok)
             if evaluating:
@@ -161,7 +162,7 @@ class Hooks(CopyHooks):
         step0, self._step0 = self._step0, None
         if step0 is None or step0[0] is self._first_iter:
             return
-        self.c.batch_size = None
+        self.c.forget_batch()
         self._first_batch(*step0)
 
     def _first_batch(self, it, batch) -> None:
@@ -170,9 +171,8 @@ class Hooks(CopyHooks):
         try:
             self.obs.on_first_batch(it)
             t = first_tensor(batch)
-            if t is not None and t.dim() >= 1 and self.c.batch_size is None:
-                self.c.batch_size = int(t.shape[0])
-                self.c.batch_size_source = "dataloader"
+            if t is not None and t.dim() >= 1:
+                self.c.saw_batch(int(t.shape[0]), "dataloader")
             try:
                 self.c.window.batches_per_epoch = int(len(it)) or None
             except TypeError:  # an IterableDataset without __len__: no epochs to align to
@@ -201,8 +201,8 @@ class Hooks(CopyHooks):
             if c.pending:
                 c.commit()
             if c.cur_loss is None and isinstance(loss, torch.Tensor):
-                c.cur_loss = hooks._loss_of(loss)
-            c.micro[1] += 1
+                c.saw_loss(hooks._loss_of(loss))
+            c.counted(1)
             c.oneoffs.backward()
             hooks._in_backward = True
             try:
@@ -254,13 +254,13 @@ class Hooks(CopyHooks):
             c.commit()
         if not self.loop_active:  # the measure stage began: hooks are gone or switched off
             return None
-        d = c.depth
+        d = self.depth
         if d:
-            c.depth = d + 1
+            self.depth = d + 1
             return None
-        c.depth = 1
+        self.depth = 1
         if torch.is_grad_enabled():
-            c.micro[2] += 1
+            c.counted(2)
             c.oneoffs.trained(module)
         obs = self.obs
         if obs.want_forward:
@@ -272,8 +272,7 @@ class Hooks(CopyHooks):
         if c.batch_size is None and _has_parameters(module):  # not a transform (Normalize) called by hand
             t = first_tensor(args)
             if t is not None and t.dim() >= 1:
-                c.batch_size = int(t.shape[0])
-                c.batch_size_source = "model-input"
+                c.saw_batch(int(t.shape[0]), "model-input")
         if self._ranges_on():
             self._fwd_token = c.ranges.push("advisor::forward")
         return None
@@ -282,11 +281,11 @@ class Hooks(CopyHooks):
         if _is_compiling() or _get_ident() != self._main_ident or in_loading() or not self.loop_active:
             return None
         c = self.c
-        d = c.depth - 1
+        d = self.depth - 1
         if d > 0:
-            c.depth = d
+            self.depth = d
             return None
-        c.depth = 0
+        self.depth = 0
         tok = self._fwd_token
         if tok is not None:
             self._fwd_token = None
@@ -338,8 +337,7 @@ class Hooks(CopyHooks):
             try:
                 return orig(t)
             finally:
-                c.item_wait_s += perf_counter() - t0
-                c.item_waits += 1
+                c.waited_in_item(perf_counter() - t0)
 
         self.permanent.set(torch.Tensor, "item", item)
 
