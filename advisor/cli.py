@@ -216,7 +216,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     doc["roofline"] = headroom.summary(doc, child)
     if own_traces is not None:
         doc["own_traces"] = own_traces
-    rundir.write_json(run_dir / "run.json", doc)
+    rundir.write_run(run_dir, doc)
     _render(run_dir, doc)
     if not ns.no_trials and doc["status"] == "complete":
         _run_trials(ns, script, script_args, run_dir, split[0], child, doc, started, prep.take_warm(), prep.take_held(),
@@ -225,7 +225,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         # --apply without trials: the baseline ran with the fixes; the patch must do the same
         _patch_and_verify(ns, script, script_args, run_dir, split[0], doc, child, ns.applied,
                           measure.samples_per_s(child))
-        rundir.write_json(run_dir / "run.json", doc)
+        rundir.write_run(run_dir, doc)
         _render(run_dir, doc)
     if prep is not None:
         prep.close()
@@ -287,7 +287,7 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: flo
                           _stack_rate(result["trials"]))
     doc["trial_summary"]["analyze_wall_s"] = round(time.monotonic() - started, 1)  # baseline + trials
     doc["roofline"] = headroom.summary(doc, child)
-    rundir.write_json(run_dir / "run.json", doc)
+    rundir.write_run(run_dir, doc)
     _render(run_dir, doc)
 
 
@@ -328,7 +328,7 @@ def _patch_and_verify(ns, script, script_args, run_dir, opts, doc, child, stack:
     doc["patch"] = {"file": "fixes.patch" if diff else None, "notes": notes}
     if getattr(ns, "no_verify", False) or not (diff or any(n.get("argv_changes") for n in notes)):
         return
-    rundir.write_json(run_dir / "run.json", doc)
+    rundir.write_run(run_dir, doc)
     say = lambda line: err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False)  # noqa: E731
     doc["patch"]["verification"] = verify.verify(
         script, script_args, run_dir, opts, diff, texts, notes, fixes, child, stack_rate,

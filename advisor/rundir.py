@@ -45,6 +45,13 @@ def write_json(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
+def write_run(run_dir: Path, doc: dict) -> None:
+    """run.json, checked against its contract first (advisor.contracts.check_run)."""
+    from advisor.contracts import check_run
+
+    write_json(Path(run_dir) / "run.json", check_run(doc))
+
+
 def read_json(path: Path) -> dict:
     return orjson.loads(Path(path).read_bytes())
 

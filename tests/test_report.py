@@ -563,3 +563,22 @@ def test_gpu_runs_show_the_roofline_the_ceiling_and_a_short_scripts_own_traces(t
     assert 'id="schedule"' in page.dom and "the script trains 10 steps" in page.dom
     own = page.dom.split('id="own-traces"', 1)[1].split("</p>", 1)[0]
     assert "resnet18" in own and ".pt.trace.json" in own
+
+
+def test_a_run_document_is_checked_against_its_contract_where_it_is_written(tmp_path):
+    """Every recorded run keeps the contract; a document that breaks it fails where it is
+    written, naming the key, and nothing is written."""
+    from advisor.contracts import ContractError, check_run
+
+    for path in sorted(RUNS.glob("*/run.json")):
+        check_run(rundir.read_json(path))
+    doc = rundir.read_json(RUNS / "mnist_preload_mfu_h100" / "run.json")
+    rundir.write_run(tmp_path, doc)
+    assert rundir.read_json(tmp_path / "run.json")["status"] == doc["status"]
+    for broken, needle in ((dict(doc, status="done"), "status 'done'"),
+                           (dict(doc, trials=[{"name": "01-amp", "status": "maybe"}]), "trials[0] (01-amp)"),
+                           (dict(doc, findings=[{"severity": "warning"}]), "findings[0] has no code"),
+                           ({k: v for k, v in doc.items() if k != "measurement"}, "'measurement' must be dict")):
+        with pytest.raises(ContractError, match=re.escape(needle)):
+            rundir.write_run(tmp_path / "new", broken)
+    assert not (tmp_path / "new").exists()
