@@ -336,8 +336,9 @@ def _patch_and_verify(ns, script, script_args, run_dir, opts, doc, child, stack:
 
 
 def _render(run_dir: Path, doc: dict) -> None:
-    from advisor.report.html import write_html
-    write_html(doc, run_dir / "index.html")
+    from advisor.report import SavedRun, render
+
+    (run_dir / "index.html").write_text(render("html", SavedRun(doc, run_dir)), encoding="utf-8")
 
 
 def cmd_inspect(ns: argparse.Namespace) -> int:
@@ -394,13 +395,14 @@ def _inspect_json(res: dict) -> dict:
 
 
 def cmd_report(ns: argparse.Namespace) -> int:
+    from advisor.report import SavedRun
+
     try:
-        path = rundir.find_run_json(ns.run)
-        doc = rundir.read_json(path)
+        run = SavedRun.load(ns.run)
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
-    _render(path.parent, doc)
-    err.print(f"[cyan]advisor ▸[/] wrote {path.parent / 'index.html'}", markup=True, highlight=False)
+    _render(run.run_dir, run.doc)
+    err.print(f"[cyan]advisor ▸[/] wrote {run.run_dir / 'index.html'}", markup=True, highlight=False)
     return 0
 
 

@@ -582,3 +582,20 @@ def test_a_run_document_is_checked_against_its_contract_where_it_is_written(tmp_
         with pytest.raises(ContractError, match=re.escape(needle)):
             rundir.write_run(tmp_path / "new", broken)
     assert not (tmp_path / "new").exists()
+
+
+def test_one_renderer_interface_over_saved_runs(tmp_path):
+    """html, terminal and compare render saved runs through one entry point."""
+    from advisor.report import SavedRun, render
+
+    run = SavedRun.load(RUNS / "mnist_preload_mfu_h100")
+    html = render("html", run)
+    assert html.lower().startswith("<!doctype html>") and 'id="roofline-table"' in html
+    text = render("terminal", run)
+    assert "throughput" in text and "MFU" in text and max(map(len, text.splitlines())) <= 80
+    page = render("compare", SavedRun.load(RUNS / "cifar_slow_h200"), SavedRun.load(RUNS / "cifar_tuned_h200"))
+    assert 'id="breakdown"' in page
+    with pytest.raises(ValueError, match="no renderer 'pdf'"):
+        render("pdf", run)
+    with pytest.raises((OSError, ValueError)):
+        SavedRun.load(tmp_path / "nothing")
