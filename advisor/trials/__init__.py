@@ -5,8 +5,10 @@ Modules, in the order a ladder uses them:
 
 - ``candidates``: a finding's fix → the concrete trials that test it (worker counts, fallbacks).
 - ``rungs``: which candidate runs next, and with what (bundles, pairs, riders on compile).
-- ``ladder``: the ladder itself (``run_trials``, ``TrialContext``): one process per trial, the
-  verdict, the stack, re-profiling after each kept fix.
+- ``ladder``: the ladder itself (``run_trials``): the queue, the verdicts, the stack,
+  re-profiling after each kept fix.
+- ``process``: one trial process (``TrialContext``, its spec, the child, a short script's split).
+- ``state``: what the measurements after the ladder and the guesses are given (typed).
 - ``verdicts``: how one comparison is judged against the noise; when a reference is timed again.
 - ``apart``: fixes that change training dynamics (batch size), measured on top of the final stack.
 - ``ceiling``: the data-free ceiling, the kept compute fixes with one cached batch on the device.
@@ -14,6 +16,7 @@ Modules, in the order a ladder uses them:
 - ``prep``: what gets ready for the trials while the baseline runs.
 """
 
-from advisor.trials.ladder import REPEAT, TrialContext, run_trials
+from advisor.trials.ladder import REPEAT, run_trials
+from advisor.trials.process import TrialContext
 
 __all__ = ["REPEAT", "TrialContext", "run_trials"]

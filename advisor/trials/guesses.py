@@ -119,9 +119,9 @@ def _sizes(ladder: LadderView, cands: list[Candidate]) -> list[Candidate]:
 
 def _slow(stack: list[Candidate]) -> bool:
     """A process long to start: its last fix's (rungs.slow_start), or a batch size measured
-    apart on a compiled stack, which compiles a graph of its own. (On H100 ladders those
-    were guessed only once compile, the last rung, ran, and came after it: 24-79 s past the
-    ladder's end in six calls of sessions 10-11.)"""
+    apart on a compiled stack, which compiles a graph of its own. (On an H100, guessed only
+    once compile, the last rung, ran, they came after it: 24-79 s past the ladder's end in
+    six ladders.)"""
     last = stack[-1]
     return rungs.slow_start(last) or (last.name in apart.NAMES and any(rungs.compiles(c) for c in stack))
 
@@ -179,7 +179,7 @@ def retries(ladder: LadderView, kept: set[str]) -> list[Candidate]:
 def dropped(ladder: LadderView, tried: set[str], kept: set[str]) -> list[Candidate]:
     """Fixes once queued that the rules did not ask for again on a kept stack's trace, never
     tried: a finding near its threshold may fire again on the next one (deferred syncs on an
-    H100 ladder: asked for after AMP's trial, not after channels_last's, again after the small
+    H100: asked for after AMP's trial, not after channels_last's, again after the small
     safe fixes, and then started fresh: 17.5 s). The most recently dropped first."""
     return [c for k, c in reversed(ladder.dropped.items()) if k not in tried and c.name not in kept
             and c.name not in rungs.LAST][:1]

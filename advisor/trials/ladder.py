@@ -12,15 +12,13 @@ could turn on that one run (advisor.trials.verdicts.retime_reference).
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
-from advisor import engine, measure, pipeline
+from advisor import engine, measure
 from advisor.trials import apart, ceiling, guesses, rungs
 from advisor.trials.candidates import Candidate, candidates_from_findings
-from advisor.trials.lookahead import Lookahead, default_count, quiet_s
+from advisor.trials.lookahead import Lookahead, default_count
+from advisor.trials.process import Pending, TrialContext, _run
 from advisor.trials.state import After, Reference
 from advisor.trials.verdicts import Verdict, judge, regime_noise, regroup, relative, retime_reference
 
@@ -29,95 +27,6 @@ REPEAT = "00-baseline-repeat"  # the baseline timed again, with the trials' seed
 TIE_REASON = {"dataloader-workers": "with more headroom"}
 # Extra (reference, trial) timing rounds for a gain inside the noise band.
 CONFIRM_ROUNDS = 2
-
-
-class Pending(NamedTuple):
-    """The best value so far of a group of competing candidates (worker counts), kept once the
-    group's last value has run."""
-    cand: Candidate
-    runs: list[dict]
-    analysis: dict | None
-    model: object
-    record: dict
-
-
-@dataclass
-class TrialContext:
-    script: str
-    script_args: list[str]
-    run_dir: Path
-    opts: "pipeline.AnalyzeOptions"
-    baseline: dict                  # the baseline's child result
-    baseline_findings: list
-    environment: dict
-    budget_s: float = 900.0
-    max_trials: int = 16
-    trial_timeout: float = 900.0
-    only: set[str] | None = None
-    applied: list[dict] = field(default_factory=list)  # --apply: in every run, under the stack
-    progress: object = None         # callable(str) for one-line progress
-    stdout_to_stderr: bool = False  # --json: the script's output must not mix with advisor's
-    started: float = field(default_factory=time.monotonic)
-    warm: object = None             # runner.ahead.WarmChild started ahead for the first trial process
-    lookahead: int | None = None    # guesses started ahead of each trial (None: by the host, lookahead.py)
-    held: object = None             # runner.ahead.HeldChild: the repeat, started during the baseline
-    split_profile: dict | None = None  # a short script: profiled trials are profiled in a run of their own (advisor.schedule)
-    ahead: object = None            # lookahead.Lookahead, while the ladder runs
-
-    def out_of_budget(self) -> bool:
-        return time.monotonic() - self.started > self.budget_s
-
-
-def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> dict:
-    return pipeline.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
-                               [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile,
-                               quiet_s(ctx.lookahead))
-
-
-def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True,
-         guesses: list[tuple[str, list[Candidate], bool]] | None = None) -> tuple[dict, dict | None, object]:
-    """One trial process. profile=False: a timing-only re-run (a confirmation round).
-    guesses: (name, stack, profile) of the processes likely to come next, started ahead while
-    this one runs (advisor.trials.lookahead); None keeps the guesses already made."""
-    from advisor.runner.parent import run_child
-
-    if profile and ctx.split_profile:
-        return _run_split(ctx, name, stack, guesses)
-    spec = _spec(ctx, name, stack, profile)
-    held, warm = ctx.ahead.take(spec)
-    ctx.ahead.guess(spec, None if guesses is None else [_spec(ctx, *g) for g in guesses])
-    try:
-        child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
-                          stdout_to_stderr=ctx.stdout_to_stderr, warm=warm, held=held,
-                          stall_timeout=ctx.opts.stall_timeout,
-                          on_progress=ctx.ahead.on_stage)
-    finally:
-        ctx.ahead.resume()
-    ctx.ahead.note(child)
-    changes_batch = any(n in apart.NAMES for n in [*(a["name"] for a in ctx.applied), *(p.name for c in stack for p in c.parts)])
-    measure.hold_batch(child, ctx.baseline, changes_batch)
-    if child.get("interrupted"):  # Ctrl-C reached the trial: stop the ladder, keep the rest
-        raise KeyboardInterrupt
-    analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])
-    pipeline.merge_child_results(analysis, child)
-    return child, analysis, model
-
-
-def _run_split(ctx: TrialContext, name: str, stack: list[Candidate], guesses) -> tuple[dict, dict | None, object]:
-    """A short script's trial: timed in one run, profiled in another (advisor.schedule)."""
-    from advisor.runner.parent import run_child
-
-    child, _, _ = _run(ctx, name, stack, False, guesses)
-    if child.get("status") != "complete":
-        return child, None, None
-    spec = {**_spec(ctx, name, stack, True), **ctx.split_profile, "measure_steps": 0,
-            "run_dir": str(Path(ctx.run_dir) / "trials" / name / "profile")}
-    prof = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
-                     stdout_to_stderr=ctx.stdout_to_stderr, stall_timeout=ctx.opts.stall_timeout)
-    child["trace_files"] = prof.get("trace_files") or []
-    analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child["trace_files"])
-    pipeline.merge_child_results(analysis, child)
-    return child, analysis, model
 
 
 def run_trials(ctx: TrialContext) -> dict:
@@ -235,9 +144,9 @@ class _Ladder:
     def _floor_ms(self) -> float:
         """The least gain confirmation rounds could still accept: at the noise of the
         reference's own regime, 0 (the 3% floor) while nothing there was timed twice: the
-        rounds measure it then. (Borrowed from the loader-bound stacks, 15% of a compiled
-        4.35 ms step kept an H100 ladder from deferring syncs that had given 12.6% in another
-        call.)"""
+        rounds measure it then. (A floor borrowed from the loader-bound stacks, 15% of a
+        compiled 4.35 ms step on an H100, would reject deferred syncs that give 12.6% on
+        another run of the same stack.)"""
         noise = regime_noise(self.groups, self.ref_runs) or 0.0
         return measure.acceptance_threshold(noise, 1 + CONFIRM_ROUNDS, 1 + CONFIRM_ROUNDS) * self._ref_ms()
 
@@ -287,8 +196,8 @@ class _Ladder:
         if cand.note:
             rec["rung_note"] = cand.note
         # Losses are held to the baseline's: with a kept fix that changes numerics (AMP) in the
-        # stack, at that fix's tolerance (an H100 ImageFolder ladder rejected cudnn.benchmark on
-        # AMP's bf16 losses, +28% against the fp32 baseline's, at a safe fix's 10%).
+        # stack, at that fix's tolerance (held to a safe fix's 10%, cudnn.benchmark on an H100
+        # ImageFolder stack is rejected for AMP's bf16 losses, +28% against the fp32 baseline's).
         numerics = mod.CHANGES_NUMERICS or any(rungs.module_for(c).CHANGES_NUMERICS for c in self.stack)
         status, reason, gain, used = self._confirm(name, cand, runs, numerics)
         rec.update(status=status, reason=reason, gain_vs_previous=gain, threshold=used,
@@ -342,7 +251,7 @@ class _Ladder:
             self.queue = sorted(self.queue + found, key=lambda c: -(c.est_gain_ms or 0.0))
             # The rules need not find them on the kept stack's trace (without the rejected
             # fix, an H100's eager fp32 step was not launch-bound): they stay queued until
-            # tried (compile was dropped so, and that ladder ended at 52% of the control).
+            # tried (dropped, compile goes untried: on an H100 that left a ladder at 52% of the control).
             self.learned |= {c.key for c in found}
 
     def _confirm(self, name: str, cand: Candidate, runs: list[dict], changes_numerics: bool) -> Verdict:
@@ -360,7 +269,7 @@ class _Ladder:
             self.say(f"trial {name}: {verdict.reason}; the reference has one run"
                      f"{'' if measured else ' and no noise of its own regime'}: timing it again")
             # guessed beside what comes next: a confirmation round's first run, the same stack
-            # timed again (an H100 ladder compiled it on the critical path: 23.7 s)
+            # timed again (unguessed, it compiles on the critical path: 23.7 s on an H100)
             nxt = guesses.likely_next(self, cand, name)
             round1 = (f"{name}-confirm1-reference", self.stack, False)
             again_ref, _, _ = self.process(f"{name}-reference", self.stack, profile=False,
@@ -373,8 +282,8 @@ class _Ladder:
         while verdict.status == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not self.ctx.out_of_budget():
             self.say(f"trial {name}: {verdict.reason}; timing the reference and the trial again")
             k = len(runs)
-            # each run of a round is guessed while the one before it runs (an H100 ladder spent
-            # 120 s of 320 on seven such processes, each started fresh)
+            # each run of a round is guessed while the one before it runs (started fresh, seven
+            # such processes took 120 s of a 320 s ladder on an H100)
             nxt = [(f"{name}-confirm{k + 1}-reference", self.stack, False)] if k + 1 < 1 + CONFIRM_ROUNDS else []
             again_ref, _, _ = self.process(f"{name}-confirm{k}-reference", self.stack, profile=False,
                                             guesses=[(f"{name}-confirm{k}", [*self.stack, cand], False), *after])
@@ -414,8 +323,8 @@ class _Ladder:
         now = (self._ref_ms(), rungs.idle_share(analysis))
         retry = {k for k, at in self.slow.items() if rungs.worth_retrying(at, now)}
         # torch.compile waits behind every other fix (rungs.LAST); the finding that queued it
-        # can flicker as they change the step (an H100 ladder's GPU went from 71% to 83% busy
-        # of the step, over ADV109's 80%, and compile was dropped): once queued, it stays.
+        # can flicker as they change the step (on an H100 the GPU went from 71% to 83% busy
+        # of the step, over ADV109's 80%, and compile was no longer asked for): once queued, it stays.
         waiting = {c.key for c in self.queue if c.name in rungs.LAST}
         if waiting and (now[1] is None or now[1] >= rungs.HOST_BOUND_IDLE):  # still host-bound:
             retry = {k for k in retry if not rungs.rides(self.rejected[k].name, self.slow[k])}  # they ride
@@ -423,7 +332,7 @@ class _Ladder:
         self.queue = rungs.requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry,
                                    frozenset(self.learned | waiting), self.rules())
         # what the rules no longer ask for here may come back on the next trace (a finding
-        # near its threshold: deferred syncs on an H100 ladder): advisor.trials.guesses names it
+        # near its threshold, as deferred syncs on an H100): advisor.trials.guesses names it
         now_keys = {c.key for c in self.queue}
         self.dropped = {k: c for k, c in {**self.dropped, **before}.items() if k not in now_keys and k not in self.tried}
         for c in self.queue:

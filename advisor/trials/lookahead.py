@@ -137,8 +137,8 @@ class Lookahead:
         when the second is a batch size: they come last and each compiles a graph of its own;
         x4 compiling only once x2 was released took 36.5-38.7 s at the end of two H100 ladders.
         ready[i]: specs[i + 1]'s guess waits after its warm-up already: it holds its memory but
-        compiles no more (a warm 2x batch kept an H100 ladder's compiled reference from warming
-        up, and it compiled on the critical path: 15.7 s)."""
+        compiles no more (not counted so, on an H100 a warm 2x batch kept the compiled
+        reference from warming up, and it compiled on the critical path: 15.7 s)."""
         if not (self.peak and self.capacity):
             return [False] * (len(specs) - 1)
         ready = ready or [False] * (len(specs) - 1)
@@ -210,7 +210,7 @@ class Lookahead:
         """run_child's on_progress for the trial running now. Its "measuring" record carries
         what it reserved through its warm-up: once its window is over, that is the estimate
         the guesses are fitted with again, and those that fit now go on into their warm-up.
-        (An H100 ladder's compiled trial reserved 1.2 GiB where the eager stack before it had
+        (On an H100 a compiled trial reserved 1.2 GiB where the eager stack before it had
         reserved 16.5 GiB in its cudnn.benchmark search: the 4x batch, guessed beside it, could
         not warm up, and compiled its graph on the critical path: 37.5 s.)"""
         if stage in PAUSE_AT:

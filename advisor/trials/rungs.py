@@ -16,17 +16,17 @@ from advisor import interventions, pipeline
 from advisor.trials.candidates import Candidate, candidates_from_findings
 
 # Fixes that never change numerics, cost nothing to apply and very rarely slow a step down,
-# but that are worth a few % each: alone, each gain sits inside run-to-run noise (an H100
-# ladder rejected cudnn.benchmark at +3-11% against 4-10% noise, while set_to_none and
-# cudnn.benchmark together were 15% of the tuned stack). Trialled as one rung, they show.
+# but that are worth a few % each: alone, each gain sits inside run-to-run noise (on an H100,
+# cudnn.benchmark alone measured +3-11% against 4-10% noise and was rejected, while set_to_none
+# and cudnn.benchmark together were 15% of the tuned stack). Trialled as one rung, they show.
 BUNDLED = ("set-to-none", "fused-optimizer", "cudnn-benchmark", "pin-memory")
 
 # A fix that pays only together with another: bf16/fp16 convolutions run on Tensor Cores in
 # NHWC, so AMP on an NCHW conv net pays for a transpose around every conv, and channels_last
 # in fp32 gains little. Each alone can measure no faster while both together are the tuned
-# recipe: an H100 ladder rejected AMP (-1.5%) and then channels_last (+1.5%) under
-# torch.compile; another kept both (+40.7%, then +23.4%) only because channels_last happened
-# to come first. On such a model AMP is trialled with its partner as one rung.
+# recipe: on an H100 under torch.compile, AMP alone measured -1.5% and channels_last alone
+# +1.5%, both rejected, while with channels_last first both were kept (+40.7%, then +23.4%).
+# On such a model AMP is trialled with its partner as one rung.
 TOGETHER = {"amp": "channels-last"}
 
 # Fixes tried after every other queued one: each later trial pays a new compile (20-28 s of
@@ -37,8 +37,8 @@ LAST = ("torch-compile",)
 
 # A fix rejected as not faster is tried again when the bottleneck has moved since: the kept
 # stack runs RETRY_SPEEDUP times faster (AMP or deferred syncs cannot show while the step waits
-# for data; an H100 ladder rejected defer-syncs twice while loader-bound and never tried it
-# again), or the GPU's idle share of the step fell to RETRY_IDLE_DROP of what it was (a
+# for data; on an H100, defer-syncs was rejected twice while loader-bound and never came
+# back), or the GPU's idle share of the step fell to RETRY_IDLE_DROP of what it was (a
 # host-bound eager step became GPU-bound, as under CUDA graphs: on a slower H100 host AMP
 # measured -10.1% at 69-75% idle, and compile then took the idle to ~30% while the step got
 # only 1.42x faster, so AMP was never tried where it pays).

@@ -1,0 +1,104 @@
+"""One trial process and what the ladder knows of its run: the trial's context, its spec, the
+child started (ahead where a guess matched), a short script's trial timed and profiled apart, and
+the group's best so far."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from advisor import measure, pipeline
+from advisor.trials import apart
+from advisor.trials.candidates import Candidate
+from advisor.trials.lookahead import quiet_s
+
+
+class Pending(NamedTuple):
+    """The best value so far of a group of competing candidates (worker counts), kept once the
+    group's last value has run."""
+    cand: Candidate
+    runs: list[dict]
+    analysis: dict | None
+    model: object
+    record: dict
+
+
+@dataclass
+class TrialContext:
+    script: str
+    script_args: list[str]
+    run_dir: Path
+    opts: "pipeline.AnalyzeOptions"
+    baseline: dict                  # the baseline's child result
+    baseline_findings: list
+    environment: dict
+    budget_s: float = 900.0
+    max_trials: int = 16
+    trial_timeout: float = 900.0
+    only: set[str] | None = None
+    applied: list[dict] = field(default_factory=list)  # --apply: in every run, under the stack
+    progress: object = None         # callable(str) for one-line progress
+    stdout_to_stderr: bool = False  # --json: the script's output must not mix with advisor's
+    started: float = field(default_factory=time.monotonic)
+    warm: object = None             # runner.ahead.WarmChild started ahead for the first trial process
+    lookahead: int | None = None    # guesses started ahead of each trial (None: by the host, lookahead.py)
+    held: object = None             # runner.ahead.HeldChild: the repeat, started during the baseline
+    split_profile: dict | None = None  # a short script: profiled trials are profiled in a run of their own (advisor.schedule)
+    ahead: object = None            # lookahead.Lookahead, while the ladder runs
+
+    def out_of_budget(self) -> bool:
+        return time.monotonic() - self.started > self.budget_s
+
+
+def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> dict:
+    return pipeline.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
+                               [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile,
+                               quiet_s(ctx.lookahead))
+
+
+def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True,
+         guesses: list[tuple[str, list[Candidate], bool]] | None = None) -> tuple[dict, dict | None, object]:
+    """One trial process. profile=False: a timing-only re-run (a confirmation round).
+    guesses: (name, stack, profile) of the processes likely to come next, started ahead while
+    this one runs (advisor.trials.lookahead); None keeps the guesses already made."""
+    from advisor.runner.parent import run_child
+
+    if profile and ctx.split_profile:
+        return _run_split(ctx, name, stack, guesses)
+    spec = _spec(ctx, name, stack, profile)
+    held, warm = ctx.ahead.take(spec)
+    ctx.ahead.guess(spec, None if guesses is None else [_spec(ctx, *g) for g in guesses])
+    try:
+        child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
+                          stdout_to_stderr=ctx.stdout_to_stderr, warm=warm, held=held,
+                          stall_timeout=ctx.opts.stall_timeout,
+                          on_progress=ctx.ahead.on_stage)
+    finally:
+        ctx.ahead.resume()
+    ctx.ahead.note(child)
+    changes_batch = any(n in apart.NAMES for n in [*(a["name"] for a in ctx.applied), *(p.name for c in stack for p in c.parts)])
+    measure.hold_batch(child, ctx.baseline, changes_batch)
+    if child.get("interrupted"):  # Ctrl-C reached the trial: stop the ladder, keep the rest
+        raise KeyboardInterrupt
+    analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])
+    pipeline.merge_child_results(analysis, child)
+    return child, analysis, model
+
+
+def _run_split(ctx: TrialContext, name: str, stack: list[Candidate], guesses) -> tuple[dict, dict | None, object]:
+    """A short script's trial: timed in one run, profiled in another (advisor.schedule)."""
+    from advisor.runner.parent import run_child
+
+    child, _, _ = _run(ctx, name, stack, False, guesses)
+    if child.get("status") != "complete":
+        return child, None, None
+    spec = {**_spec(ctx, name, stack, True), **ctx.split_profile, "measure_steps": 0,
+            "run_dir": str(Path(ctx.run_dir) / "trials" / name / "profile")}
+    prof = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
+                     stdout_to_stderr=ctx.stdout_to_stderr, stall_timeout=ctx.opts.stall_timeout)
+    child["trace_files"] = prof.get("trace_files") or []
+    analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child["trace_files"])
+    pipeline.merge_child_results(analysis, child)
+    return child, analysis, model
