@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where does a stack of run-time fixes lose time against the tuned control? Profiles 30 steps
 # (an epoch boundary of the GPU example's 24-step epochs inside) of:
-#   A  the H100 ladder's kept stack (compile reduce-overhead, preload, bf16, fused SGD), with stacks
+#   A  an H100 ladder's kept stack (compile reduce-overhead, preload, bf16, fused SGD), with stacks
 #   B  the same stack without compile (eager)
 #   C  examples/cifar_resnet_tuned.py
 # and prints each trace's step anatomy (benchmarks/step_anatomy.py).

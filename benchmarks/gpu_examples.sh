@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# One GPU-machine session: extra fixture traces, then `advisor analyze` on the slow and tuned
+# One run on a GPU machine: extra fixture traces, then `advisor analyze` on the slow and tuned
 # CIFAR examples (diagnosis only), then the slow example with trials. Everything it keeps is
-# packed into $OUT (the device tool returns at most 8 files).
+# packed into $OUT (at most 8 files are copied back from the machine).
 #   usage: bash benchmarks/gpu_examples.sh [fixtures] [diagnose] [trials]
 # Environment: DIAGNOSE (examples to diagnose), TRIALS_BUDGET (minutes), TRIALS_TIMEOUT (s),
 # TRIALS_EXAMPLE (default cifar_resnet).
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-W=/tmp/work; rm -rf $W; mkdir -p $W  # a warm machine keeps the last call's runs
+W=/tmp/work; rm -rf $W; mkdir -p $W  # a warm machine keeps the last invocation's runs
 steps=${@:-fixtures diagnose trials}
-# Windows of whole epochs (the examples' GPU epoch is 24 steps; the session-4 runs were timed
-# so) and at least 2 s, so a host hiccup weighs little against 5-20 ms steps.
+# Windows of whole epochs (the examples' GPU epoch is 24 steps; the committed GPU figures were
+# timed so) and at least 2 s, so a host hiccup weighs little against 5-20 ms steps.
 TIMING=${TIMING:---steps 24 --min-time 2}
 t0=$(date +%s)
 say() { echo "[gpu_examples +$(( $(date +%s) - t0 ))s] $*"; }
 # FRESH_CACHES=1: each analyze compiles with empty Inductor and Triton caches, as on a machine
-# that never compiled the script (a warm machine keeps /tmp/torchinductor_$USER between calls,
+# that never compiled the script (a warm machine keeps /tmp/torchinductor_$USER between runs,
 # and the control's compile would warm the ladder's last graph).
 fresh() { [[ ${FRESH_CACHES:-0} == 1 ]] && export TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) TRITON_CACHE_DIR=$(mktemp -d); true; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

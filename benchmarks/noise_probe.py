@@ -1,4 +1,4 @@
-"""Where does run-to-run noise come from on the GPU machine? Runs the examples as plain python
+"""Where does run-to-run noise come from on a GPU machine? Runs the examples as plain python
 (no advisor), several times back to back, and a pure-CPU probe between them, then prints one
 table. The examples print their own samples/s over the steps after their warmup.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run-time fix stacks against the tuned control, in one device call: each stack is
+# Run-time fix stacks against the tuned control, on one machine back to back: each stack is
 # `advisor analyze --no-trials --apply STACK` on examples/cifar_resnet.py, timed like the
 # ladder (--steps 24 --min-time 2), then the control. Prints step figures per run.
 #   usage: STACKS="name=fix,fix;name2=..." bash benchmarks/stack_probe.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What separates the slow CIFAR recipe, with every run-time fix advisor keeps, from the tuned
-# one? One machine, back to back: the ladder's kept stack (A, H100 run 5) plus the fixes the ladder ran
+# one? One machine, back to back: the kept stack of an H100 ladder (A) plus the fixes that ladder ran
 # out of budget for (B), B on a copy of the script with ADV110's edit made by hand (the loss
 # read with .item() only on log steps, as the tuned recipe does; C), and the tuned recipe (D).
 #   usage: bash benchmarks/sync_probe.sh   (writes $OUT/sync_probe.txt and $OUT/sync_probe.tar.gz)

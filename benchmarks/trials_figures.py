@@ -70,7 +70,7 @@ def main(run: str) -> int:
 
 
 def table(runs: list[str]) -> int:
-    """Ladder vs control, one line a device call; the share of the targets met."""
+    """Ladder vs control, one line a run directory; the share of the targets met."""
     print("| run | baseline noise | ladder | control | of control | whole analyze | processes |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     met = {"control": 0, "wall": 0, "noise": 0}

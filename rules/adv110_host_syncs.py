@@ -44,9 +44,9 @@ HITS = ("sync_item", "sync_item_observed_config", "gpu_run_h100_compiled_item_sy
         "gpu_run_h100_compiled_item_syncs_b", "gpu_run_h100_compiled_item_syncs_slow_host")
 NON_HITS = {"amp_bf16_channels_last": "no .item() or synchronize inside the step",
             "fp32_nchw": "its 2 syncs per step are pageable H2D copies (ADV104's finding)"}
-# A sync per step costs most once the step is short and launched as CUDA graphs: on H100
-# ladders this rule first fired on compile's trace (deferring gained 18-39% there), and that
-# trial started from scratch while compile's ran (18-28 s). advisor.guesses starts it ahead.
+# A sync per step costs most once the step is short and launched as CUDA graphs: on an H100
+# this rule first fires on compile's trace (deferring gained 18-39% there), and that trial,
+# started from scratch, takes 18-28 s. advisor.guesses starts it ahead while compile's runs.
 AFTER = ("torch-compile",)
 
 

@@ -56,9 +56,9 @@ def test_autocast_and_channels_last_still_apply_under_compile(capfd, tmp_path):
 
 def test_the_runner_and_the_fixes_break_no_compiled_graph(capfd, tmp_path):
     """Every module call inside the compiled forward goes through the runner's and the fixes'
-    global hooks, which Dynamo traces: one call it will not trace (get_worker_info) broke the
-    graph at each module, and an H100 CIFAR stack ran compiled at 22 ms a step, against 10.9
-    eager. One graph, no break."""
+    global hooks, which Dynamo traces: one call it will not trace (get_worker_info) breaks the
+    graph at each module (so broken, a CIFAR stack on an H100 ran compiled at 22 ms a step,
+    against 10.9 eager). One graph, no break."""
     script = write(tmp_path / "train.py", """
         import torch
         from torch._dynamo.utils import counters
@@ -115,7 +115,7 @@ def test_the_model_runs_compiled_from_its_first_call(capfd, tmp_path):
 def test_dataset_transform_modules_are_the_data_pipeline_not_the_model(capfd, tmp_path, workers):
     """torchvision transforms are nn.Modules; with num_workers=0 they run in the main process,
     inside DataLoader.__next__, else in the worker processes (where a fix entering CUDA
-    autocast killed an H100 ImageFolder trial: CUDA cannot start in a forked worker). The batch
+    autocast kills the trial: CUDA cannot start in a forked worker). The batch
     size, the model's observed input and the fixes are the model's, not a per-sample
     Normalize's."""
     script = write(tmp_path / "train.py", """

@@ -513,7 +513,7 @@ def test_preload_patch_moves_the_loaders_batching_into_the_batch_sampler(tmp_pat
 @pytest.mark.parametrize("loader_args", ["Squares(), 4, True", "dataset=(Squares()), batch_size=5"])
 def test_preload_patch_evaluates_a_dataset_expression_once(tmp_path, loader_args):
     """DataLoader(SyntheticMNIST(n, transform), ...): the dataset is made once, bound where the
-    batch sampler counts it (an H100 MNIST run's patch skipped it and fell to 8% of the stack)."""
+    batch sampler counts it (a patch that skips it falls to 8% of the stack, MNIST on an H100)."""
     script = _loader_script(tmp_path, loader_args)
     before, notes, after = _preload_run(script)
     call = calls(ast.parse(script.read_text()), "DataLoader")[0]
@@ -592,8 +592,8 @@ def test_defer_syncs_patch_keeps_the_observed_item_reads_on_the_device(cifar):
 
 def test_cuda_graphs_patch_sets_gradients_to_none(cifar):
     """The edited script compiles the model from its first step: with zero_grad(set_to_none=False)
-    the gradients would be CUDA graph outputs that the next replay overwrites (an H100 run of
-    such a patch failed in backward), so a reduce-overhead compile brings set_to_none=True."""
+    the gradients would be CUDA graph outputs that the next replay overwrites (such a patch
+    fails in backward on an H100), so a reduce-overhead compile brings set_to_none=True."""
     config = config_for(cifar, "model", "inputs")
     diff, notes = make_patch(str(cifar), [{"intervention": "torch-compile", "params": {"mode": "reduce-overhead"}}], config)
     assert [n["intervention"] for n in notes] == ["torch-compile", "set-to-none"]

@@ -329,7 +329,7 @@ def test_the_yaml_section_the_command_line_names_wins_over_a_value_seen(tmp_path
 
 def test_workers_superseded_by_a_preloaded_dataset_are_no_shortfall():
     """preload-dataset serves batches from the device with num_workers=0: the workers fix it
-    superseded did not fail to take, it stepped aside (an H100 CIFAR run listed it as a miss)."""
+    superseded did not fail to take, it stepped aside, and is not listed as a miss."""
     fixes = [{"intervention": "dataloader-workers", "params": {"num_workers": 8}},
              {"intervention": "preload-dataset", "params": {}}]
     notes = [{"intervention": "dataloader-workers", "applied": True, "where": "train.py:117",

@@ -169,8 +169,8 @@ def test_tuned_gpu_run_has_none_of_the_slow_recipe_findings():
     tuned, _ = run_case("gpu_run_cifar_tuned")
     codes = {f["code"] for f in tuned}
     assert not codes & set(SLOW_RECIPE), codes
-    # Known and real: at batch 256 of 32x32 images the eager tuned recipe of an earlier
-    # session is launch-bound on an H200 (GPU busy ~8-10%), so ADV109 warns on it.
+    # Known and real: at batch 256 of 32x32 images the eager tuned recipe this case records
+    # is launch-bound on an H200 (GPU busy ~8-10%), so ADV109 warns on it.
     assert {f["code"] for f in tuned if f["severity"] in ("warning", "error")} <= {"ADV109"}
 
 
@@ -178,13 +178,13 @@ def test_tuned_h100_run_has_none_of_the_slow_recipe_findings():
     tuned, _ = run_case("gpu_run_h100_cifar_tuned")
     codes = {f["code"] for f in tuned}
     assert not codes & (set(SLOW_RECIPE) | {"ADV117"}), codes
-    # The eager recipe of an earlier session: at batch 2048 on an H100 its step is CPU-bound
+    # The eager tuned recipe this case records: at batch 2048 on an H100 its step is CPU-bound
     # (GPU busy 31% in the profiled steps), so ADV109 warns; the control now uses CUDA graphs.
     assert {f["code"] for f in tuned if f["severity"] in ("warning", "error")} <= {"ADV109"}
 
 
 def test_tuned_control_has_no_warning_on_an_h100():
-    """Issue 3's bar: the control, as cifar_resnet_tuned.py is written now (its data on the
+    """The control's bar: as cifar_resnet_tuned.py is written now (its data on the
     GPU, CUDA graphs), gets nothing at warning or above from a real H100 run."""
     tuned, _ = run_case("gpu_run_h100_cifar_tuned_graphs")
     assert not [f["code"] for f in tuned if f["severity"] in ("warning", "error")], tuned
@@ -195,7 +195,7 @@ def test_host_syncs_are_trialled_only_where_the_script_calls_item_and_the_host_w
     """ADV110 proposes the defer-syncs trial when the syncs are .item() calls the runner saw
     the script make on a device tensor (from a bare trace it can only suggest), and when the
     host waits in them: on an eager step that keeps the host busy throughout (0.02 ms blocked
-    a step) deferring cannot show yet, and an H100 ladder tried it there three times in vain;
+    a step) deferring cannot show yet (three trials there gained nothing on an H100);
     compiled with CUDA graphs, the same calls blocked the host 0.69 ms a step and deferring
     them gave 4.63 -> 3.69 ms. On another host the profiled compiled step blocked only 0.15 ms
     (the profiler slows the host), and an estimate from that alone kept the trial away."""

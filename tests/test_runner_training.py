@@ -88,8 +88,8 @@ def test_training_loop(tmp_path, capfd):
 
 def test_losses_are_read_back_in_one_copy_without_item(monkeypatch):
     """The runner reads its recorded losses with one host copy a device, never through
-    Tensor.item: the .item() calls it times in a window are the script's only (an H100 window
-    of 240 steps booked 241 of the runner's own reads as the script's waits)."""
+    Tensor.item: the .item() calls it times in a window are the script's only (else a window
+    of 240 steps on an H100 books 241 of the runner's own reads as the script's waits)."""
     import torch
 
     from advisor.runner.losses import read_losses
@@ -204,7 +204,7 @@ def test_default_settings_profile_a_one_epoch_script(tmp_path):
 
 def test_compiled_model_is_not_recompiled_when_the_window_opens(tmp_path, capfd):
     """advisor's loop hooks are switched off for the timed steps. torch.compile guards on
-    global module hooks, so taking them away recompiled a compiled model (an H100 run had an
+    global module hooks, so taking them away recompiles a compiled model (on an H100, an
     808 ms step inside a window of 4 ms steps; 1.5-14 s a process); for a compiled model
     they stay in place, switched off: one compile, one settle step."""
     script = write(tmp_path / "compiled.py", f"""

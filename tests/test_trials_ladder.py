@@ -210,7 +210,7 @@ def test_precompute_is_the_fallback_of_a_preload_that_crashed_not_of_a_slow_one(
 def test_a_fix_rejected_while_another_bottleneck_ruled_is_tried_again_once_the_stack_is_much_faster(
         tmp_path, monkeypatch):
     """A fix cannot pay while another cost rules the step (defer-syncs while the step waits
-    for data: an H100 ladder rejected it twice there and never tried it again). Once kept
+    for data: on an H100 it was rejected twice there and never came back). Once kept
     fixes make the stack rungs.RETRY_SPEEDUP times faster, a fix rejected as not faster that the
     rules still propose runs again, and only then."""
     speeds = {(): [100.0], ("channels-last",): [99.0], ("set-to-none",): [90.0],
@@ -251,7 +251,7 @@ def test_a_fix_rejected_on_a_busy_gpu_is_tried_again_once_the_gpu_bounds_it(tmp_
 def test_a_fix_rejected_on_a_host_bound_step_rides_with_compile(tmp_path, monkeypatch):
     """AMP cannot show while the host bounds the step (the GPU idles 70% of it): it is
     trialled together with torch-compile, in one process that compiles one graph, not in a
-    compiled process of its own after compile's (an H100 ladder: 48.6 s for that one)."""
+    compiled process of its own after compile's (48.6 s for that one on an H100)."""
     amp = "amp(dtype=bfloat16)"
     speeds = {(): [100.0], (amp,): [101.0], (RIDE,): [45.0]}
     result, calls, lines = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
@@ -306,7 +306,7 @@ def test_no_retry_while_the_bottleneck_stays(tmp_path, monkeypatch):
 @pytest.mark.parametrize("conv_format,paired", [("contiguous", True), (None, False), ("channels_last", False)])
 def test_amp_on_nchw_convolutions_is_trialled_with_channels_last(tmp_path, monkeypatch, conv_format, paired):
     """bf16 convolutions want NHWC: AMP alone on an NCHW conv net, and channels_last alone in
-    fp32, may each measure no faster (an H100 ladder under torch.compile: -1.5% and +1.5%)
+    fp32, may each measure no faster (on an H100 under torch.compile: -1.5% and +1.5%)
     while both together are the tuned recipe. On such a model AMP and channels_last run as one
     rung, whether or not a rule proposed channels_last; without NCHW convolutions AMP goes
     alone."""
@@ -518,7 +518,7 @@ def test_guesses_warm_up_on_the_gpu_only_where_memory_allows(tmp_path):
     # a guess that waits after its warm-up already compiles no more: the next may compile
     assert ahead._fits([compiled, x2, compiled]) == [True, False]
     assert ahead._fits([compiled, x2, compiled], [True, False]) == [True, True]
-    # an H100 ladder: the eager fp32 stack's cudnn.benchmark search reserved 16.5 GiB; while
+    # as on an H100: the eager fp32 stack's cudnn.benchmark search reserved 16.5 GiB; while
     # compile runs on it, x2 compiles beside it (17.5 + 34 GiB), x4 (+67) waits at its CUDA use
     ahead.note({"memory": {"max_reserved_bytes": int(16.5 * (1 << 30)), "capacity_bytes": 80 << 30}})
     assert ahead._fits([compiled, x2, x4c]) == [True, False]
@@ -529,8 +529,8 @@ def test_a_fix_whose_gain_is_at_most_under_what_can_be_confirmed_is_not_trialled
         tmp_path, monkeypatch, at_most, tried):
     """A rule's estimate that is an upper bound (ADV110: the host gets back at most the time it
     waits in the syncs) under the threshold times the reference's step cannot be accepted: the
-    trial is not run now (an H100 ladder spent 16 s on deferring the syncs of an eager step
-    that waited 0.35 ms of 9.1 ms, -11% in the noise), and not marked tried, so the rules
+    trial is not run now (on an H100, deferring the syncs of an eager step that waited
+    0.35 ms of 9.1 ms cost 16 s for -11% in the noise), and not marked tried, so the rules
     propose it again on the next kept stack."""
     speeds = {(): [100.0], ("set-to-none",): [50.0], ("set-to-none", "tf32"): [45.0]}
     bound = {**_finding("tf32", at_most), "gain_is_upper_bound": True}  # any rule's bound
@@ -544,8 +544,8 @@ def test_a_fix_whose_gain_is_at_most_under_what_can_be_confirmed_is_not_trialled
 
 def test_a_fix_found_in_a_rejected_trials_trace_stays_queued_until_tried(tmp_path, monkeypatch):
     """AMP on a host-bound eager step makes it launch-bound and measures no faster: its trace
-    points at torch.compile. Without AMP the kept stack's trace does not (an H100 ladder's fp32
-    step was GPU-bound), and compile was dropped when the rules re-ran: it stays queued."""
+    points at torch.compile. Without AMP the kept stack's trace does not (on an H100 the fp32
+    step was GPU-bound), and compile is dropped when the rules re-run: it stays queued."""
     speeds = {(): [100.0], ("amp(dtype=bfloat16)",): [99.0], ("tf32",): [80.0], ("tf32", RO): [40.0]}
 
     def rules(keys):
@@ -560,7 +560,7 @@ def test_a_fix_found_in_a_rejected_trials_trace_stays_queued_until_tried(tmp_pat
 
 def test_torch_compile_once_queued_waits_for_its_turn_whatever_the_rules_say_later(tmp_path, monkeypatch):
     """Compile goes after every other queued fix; a fix kept meanwhile can take the step just
-    over ADV109's bar (an H100 ladder: 71% -> 83% of the step busy) and the rules stop
+    over ADV109's bar (on an H100: 71% -> 83% of the step busy) and the rules stop
     proposing it. It was queued on a kept stack's trace: it is still tried."""
     speeds = {(): [100.0], ("tf32",): [80.0], ("tf32", RO): [40.0]}
 
@@ -594,8 +594,8 @@ def test_a_fix_skipped_on_its_bound_is_guessed_once_the_queue_is_spent(tmp_path,
 def test_the_bound_floor_uses_the_noise_of_the_references_own_regime(tmp_path, monkeypatch):
     """The baseline pair spreads 30% (loader-bound); compile then runs 20x faster, where
     nothing was timed twice. A bound of 6% of the compiled step is under the 30%-noise floor but
-    over the 3% one: deferring the syncs is tried (an H100 ladder skipped one that would give
-    +12.6%, judging it by the loader-bound noise)."""
+    over the 3% one: deferring the syncs is tried (judged by the loader-bound noise, one that
+    gives +12.6% on an H100 would be skipped)."""
     bound = {**_finding("tf32", 0.3), "gain_is_upper_bound": True}  # 0.3 ms of a 5 ms step
     speeds = {(): [130.0], (RO,): [5.0], (RO, "tf32"): [4.4]}  # the baseline ran at 100 ms
     result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0)],
@@ -635,7 +635,7 @@ def test_a_rung_with_riders_that_cannot_apply_falls_back_to_compile_alone():
 def test_what_the_rules_ask_for_once_a_fix_is_in_is_guessed_while_it_runs(tmp_path, monkeypatch):
     """ADV118 (the loop still waits for batches with DataLoader workers) fires only once
     workers are in; its AFTER names them, so the preload it asks for is started ahead while the
-    last worker count runs (on H100 ladders that process started fresh: 18.8 s, not 4-13)."""
+    last worker count runs (started fresh, that process took 18.8 s on an H100, not 4-13)."""
     base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8, "num_workers": 0}}}}
     env = {"gpu_count": 1, "cpu_count": 8}
     w4, w8 = (c.key for c in expand({"intervention": "dataloader-workers"}, None, None, env))
@@ -661,9 +661,9 @@ def test_what_the_rules_ask_for_once_a_fix_is_in_is_guessed_while_it_runs(tmp_pa
 @pytest.mark.parametrize("item_on_gpu", [True, False])
 def test_deferred_syncs_are_guessed_while_compile_runs(tmp_path, monkeypatch, item_on_gpu):
     """ADV110 names torch-compile in its AFTER: a .item() per step costs most once compile has
-    made the step short, and on H100 ladders the rules first asked for deferred syncs on
-    compile's trace; that trial then started from a spare (18-28 s). Compile is the last rung,
-    so its kept branch guesses what follows the queue (the batch sizes) and now the fix its
+    made the step short, and on an H100 the rules first ask for deferred syncs on
+    compile's trace; unguessed, that trial starts from a spare (18-28 s). Compile is the last rung,
+    so its kept branch guesses what follows the queue (the batch sizes) and also the fix its
     rules ask for first too, where it applies: the script read a device scalar each step."""
     sites = {"train.py:12": {"device": item_on_gpu, "count": 2}}
     base = {**_timed(100.0), "config": {"item_calls": {"value": {"sites": sites}}}}
@@ -683,12 +683,12 @@ def test_deferred_syncs_are_guessed_while_compile_runs(tmp_path, monkeypatch, it
 
 
 def test_a_slow_starting_rung_two_rejections_ahead_is_guessed_and_goes_on(tmp_path, monkeypatch):
-    """On an H100 ladder channels_last and then deferred syncs were rejected on the eager step,
-    and the small safe fixes came next on the same stack: their first step searched cudnn's
-    algorithms for 24.8 s, on a process started one trial before (33.7 s on the critical path).
-    The guess made on that stack two trials earlier had been dropped when both branches put
-    deferred syncs first. Now the rung after the next one on the stack without the fix is
-    guessed too when its process is long to start (rungs.slow_start), and it goes on."""
+    """When channels_last and then deferred syncs are rejected on the eager step, the small
+    safe fixes come next on the same stack: their first step searches cudnn's algorithms
+    (24.8 s on an H100), and on a process started only one trial before that puts 33.7 s on
+    the critical path. The guess made on that stack two trials earlier is dropped when both
+    branches put deferred syncs first. So the rung after the next one on the stack without the
+    fix is guessed too when its process is long to start (rungs.slow_start), and it goes on."""
     speeds = {(): [100.0], ("tf32",): [101.0], ("channels-last",): [100.5], ("cudnn-benchmark",): [80.0]}
     result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("tf32", 5.0), _finding("channels-last", 3.0),
                                                               _finding("cudnn-benchmark", 1.0)],
@@ -730,7 +730,7 @@ def test_a_round_after_the_reference_was_timed_again_was_guessed_while_it_ran(tm
     """The kept stack's one run is timed again (its regime had no noise of its own), and the
     pair spreads 10%: the +14% trial is still unsure, and a confirmation round follows. The
     round's first run, the kept stack once more, was started ahead while the reference ran
-    (an H100 ladder compiled that process on the critical path: 23.7 s)."""
+    (unguessed, that process compiles on the critical path: 23.7 s on an H100)."""
     speeds = {(): [125.0], ("set-to-none",): [20.0, 22.0, 21.0], ("set-to-none", "channels-last"): [18.4, 18.6]}
     result, calls, _ = ladder(tmp_path, monkeypatch, speeds,
                               [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)], lookahead=3)
@@ -745,7 +745,7 @@ def test_a_round_after_the_reference_was_timed_again_was_guessed_while_it_ran(tm
 def test_a_fix_a_kept_fix_brings_back_was_guessed_while_that_fix_ran(tmp_path, monkeypatch):
     """TF32 (here the stand-in for deferred syncs) is rejected; compile then makes the step
     2.5x faster, and the rules ask for it again: it is retried (rungs.worth_retrying). That
-    retry was guessed while compile ran (an H100 ladder started it fresh: 25.6 s)."""
+    retry is guessed while compile runs (started fresh, it takes 25.6 s on an H100)."""
     speeds = {(): [100.0], ("set-to-none",): [50.0], ("set-to-none", "tf32"): [50.2],
               ("set-to-none", RO): [20.0], ("set-to-none", RO, "tf32"): [15.0]}
 
@@ -765,7 +765,7 @@ def test_a_fix_a_kept_fix_brings_back_was_guessed_while_that_fix_ran(tmp_path, m
 def test_a_fix_the_rules_stopped_asking_for_is_guessed_while_the_next_rung_runs(tmp_path, monkeypatch):
     """A finding near its threshold flickers: TF32 is asked for on the baseline, not on the
     trace of the first kept fix, and again on the next one's. While that next fix runs, TF32
-    is among the guesses (an H100 ladder started deferred syncs fresh so: 17.5 s)."""
+    is among the guesses (deferred syncs started fresh so take 17.5 s on an H100)."""
     speeds = {(): [100.0], ("set-to-none",): [50.0], ("set-to-none", "cudnn-benchmark"): [40.0],
               ("set-to-none", "cudnn-benchmark", "tf32"): [30.0]}
 
@@ -785,8 +785,8 @@ def test_guesses_are_fitted_again_with_what_the_running_trial_reserved_through_i
     """The eager stack before compile reserved 16.5 GiB (its cudnn.benchmark search): while
     compile runs, the 4x batch guessed beside it does not fit (4 x 16.5 GiB) and waits at its
     CUDA use. Compile's "measuring" record says it reserved 1.2 GiB through its warm-up: once
-    its window is over, the 4x batch goes on into its warm-up (an H100 ladder compiled it on
-    the critical path: 37.5 s)."""
+    its window is over, the 4x batch goes on into its warm-up (else it compiles on the
+    critical path: 37.5 s on an H100)."""
     from advisor.trials.lookahead import Lookahead
 
     class Guess:
@@ -836,7 +836,7 @@ def test_guesses_are_fitted_again_with_what_the_running_trial_reserved_through_i
 def test_a_rider_that_comes_back_alone_was_guessed_too(tmp_path, monkeypatch):
     """AMP was rejected on a host-bound step (it would ride with compile); TF32 then makes the
     step 2x faster and the GPU busy (idle 20%): AMP is retried alone before compile. That
-    process was guessed while TF32 ran (an H100 ladder started it fresh: 15.6 s)."""
+    process is guessed while TF32 runs (started fresh, it takes 15.6 s on an H100)."""
     amp = "amp(dtype=bfloat16)"
     speeds = {(): [100.0], (amp,): [101.0], ("tf32",): [50.0], ("tf32", amp): [40.0],
               ("tf32", amp, RO): [20.0]}
@@ -929,8 +929,8 @@ def test_cuda_graphs_are_skipped_for_a_step_that_accumulates_gradients(tmp_path,
 @pytest.mark.parametrize("amp_kept", [True, False])
 def test_a_safe_fix_on_a_stack_that_changed_numerics_is_held_to_that_tolerance(tmp_path, monkeypatch, amp_kept):
     """Losses are compared with the baseline's: a safe fix on a stack holding AMP carries AMP's
-    bf16 losses (an H100 ImageFolder ladder rejected cudnn.benchmark at +28% over the fp32
-    baseline's first losses, at a safe fix's 10%): it is held to AMP's tolerance; on an fp32
+    bf16 losses (on an H100 ImageFolder stack they are +28% over the fp32 baseline's first
+    losses, past a safe fix's 10%): it is held to AMP's tolerance; on an fp32
     stack the same losses reject it."""
     bf16 = {"gpu_count": 1, "gpu_name": "NVIDIA H100", "bf16_supported": True}
     higher = {**_timed(50.0), "losses": [2.6, 2.45, 2.3, 2.2]}  # +28% over the baseline's first losses
@@ -947,9 +947,9 @@ def test_a_safe_fix_on_a_stack_that_changed_numerics_is_held_to_that_tolerance(t
 
 
 def test_a_batch_size_on_a_compiled_stack_is_guessed_while_compile_is_next(tmp_path, monkeypatch):
-    """The batch sizes measured apart compile graphs of their own: on H100 ladders they were
-    guessed only once compile, the last rung, ran, and were measured 24-79 s after the
-    ladder's end. While the rung before compile runs, the 2x batch on the stack with compile
+    """The batch sizes measured apart compile graphs of their own: guessed only once compile,
+    the last rung, runs, they are measured 24-79 s after the ladder's end on an H100. While
+    the rung before compile runs, the 2x batch on the stack with compile
     kept is guessed two ahead, before quick-starting guesses (a retry of the rejected tf32)."""
     amp = "amp(dtype=bfloat16)"
     base = {**_timed(100.0), "startup": {"cuda_init": 1.0, "first_step": 2.0},

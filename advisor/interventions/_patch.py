@@ -54,8 +54,8 @@ def loading(delta: int) -> None:
 class making_batches:
     """``with making_batches():`` around a fix's own reads of the Dataset (precomputing or
     preloading it in the main process): its transforms' module calls are not the model's.
-    Counted as one, they set the batch size to 1 from a transform's input (an H100 MNIST
-    preload trial, 7x faster, read 142 samples/s and was rejected)."""
+    Counted as one, they set the batch size to 1 from a transform's input (an MNIST preload
+    trial on an H100, 7x faster, would read 142 samples/s and be rejected)."""
 
     def __enter__(self):
         loading(+1)
@@ -69,11 +69,11 @@ class making_batches:
 def in_loading() -> bool:
     """A batch is being made: in this process (loading), or anywhere in a DataLoader worker
     process, where the Dataset's transforms run and CUDA cannot be used (a forked worker that
-    entered autocast for a torchvision transform died re-initializing CUDA: an H100 ImageFolder
-    trial of channels_last + AMP failed so before its first step). Never asked while
+    enters autocast for a torchvision transform dies re-initializing CUDA: an ImageFolder
+    trial of channels_last + AMP fails so before its first step). Never asked while
     torch.compile traces the model's forward: get_worker_info is one of the functions Dynamo
-    will not trace, and each module call broke the graph there (an H100 CIFAR stack ran
-    compiled at 22 ms a step, host-bound, against 10.9 eager and 4.3 before)."""
+    will not trace, and asked there, it breaks the graph at each module call (a CIFAR stack on
+    an H100 then ran compiled at 22 ms a step, host-bound, against 10.9 eager and 4.3 unbroken)."""
     if getattr(_state, "loading", 0) > 0:
         return True
     return not _is_compiling() and _worker_info() is not None

@@ -50,7 +50,7 @@ def apply(params) -> None:
     if _graphs(params):
         # CUDA graphs need gradients set to None between steps; the code edit for this fix
         # does so (advisor.patch), and the trial measures what the edit ships (kept gradients
-        # failed on an H100 once the model compiled from its first step).
+        # fail once the model compiles from its first step, as on an H100).
         set_to_none.apply({})
     original = torch.nn.Module.__call__
 

@@ -69,8 +69,8 @@ class Preloaded(torch.utils.data.Dataset):
             return _Batch(_take(self._data, indices.to(self._device, non_blocking=True)))
         idx = torch.as_tensor(indices, dtype=torch.long)
         if self._device.type == "cuda":
-            # From pageable memory the copy waits for the stream to drain (an H100 run lost
-            # 1.4 ms a step to it, booked as data wait); from pinned memory it is queued.
+            # From pageable memory the copy waits for the stream to drain (1.4 ms a step on an
+            # H100, booked as data wait); from pinned memory it is queued.
             idx = idx.pin_memory()
         return _Batch(_take(self._data, idx.to(self._device, non_blocking=True)))
 

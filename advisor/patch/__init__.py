@@ -128,7 +128,7 @@ patch_for = make_patch
 
 CUDA_GRAPHS_GRADS = ("CUDA graphs (torch.compile mode=\"reduce-overhead\") need gradients set to None "
                      "between steps: kept with set_to_none=False, backward reads a gradient the next "
-                     "replay has overwritten (an H100 run of the patched example failed so)")
+                     "replay has overwritten, and the step fails")
 
 
 def _with_required(fixes: list[dict], config: dict) -> list[dict]:
