@@ -1,12 +1,13 @@
 """Command line: `advisor analyze|inspect|report|compare|rules|rule`.
 
 Exit codes: 0 done, 1 the run or input was incomplete/bad (what was captured is kept),
-2 usage error.
+2 usage error, 3 `compare --fail-below`: the new run is slower than the gate allows.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -67,8 +68,48 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
                    help="print machine-readable results on stdout (the script's own output goes to stderr)")
 
 
+EXIT_GATE_FAILED = 3
+
+
+def _version() -> str:
+    """`advisor X.Y.Z`, with torch's version read from its installed metadata (torch is not imported)."""
+    from importlib import metadata
+
+    import advisor
+
+    text = f"advisor {advisor.__version__}"
+    try:
+        text += f" (torch {metadata.version('torch')})"
+    except metadata.PackageNotFoundError:
+        pass
+    return text
+
+
+class _VersionAction(argparse.Action):
+    """--version, with the text built only when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(_version())
+        parser.exit()
+
+
+def _fraction(text: str) -> float:
+    """--fail-below: a fraction of the base run's throughput, in (0, 10]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0 or value > 10:
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction in (0, 10] (e.g. 0.95: fail below 0.95 x BASE)")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="advisor", description="Profiling-driven performance advisor for PyTorch training.")
+    parser.add_argument("--version", action=_VersionAction, help="print advisor's version (and torch's) and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     a = sub.add_parser("analyze", help="run a training script under the profiler and report where time goes",
                        usage="advisor analyze [options] SCRIPT [script args...]")
@@ -81,11 +122,21 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true", help="print machine-readable results on stdout")
     r = sub.add_parser("report", help="re-render a run's index.html from its run.json (nothing is re-run)")
     r.add_argument("run", help="run directory (or its run.json)")
-    c = sub.add_parser("compare", help="render two runs side by side (e.g. before and after fixes.patch)")
-    c.add_argument("run_a", help="run directory (or its run.json): the reference")
-    c.add_argument("run_b", help="run directory (or its run.json): compared with the reference")
-    c.add_argument("--out", required=True, help="HTML file to write")
+    c = sub.add_parser("compare", help="render two runs side by side (e.g. before and after fixes.patch), "
+                                       "or gate a run's throughput against a base run (--fail-below)",
+                       description="Compare two runs: the HTML page (--out), a throughput gate for CI "
+                                   "(--fail-below), machine-readable numbers (--json). Exit codes: 0 done (gate "
+                                   "passed), 1 a run is missing, incomplete or unmeasured, 2 usage error, "
+                                   "3 the gate failed.")
+    c.add_argument("run_a", metavar="BASE", help="run directory (or its run.json): the reference")
+    c.add_argument("run_b", metavar="NEW", help="run directory (or its run.json): compared with the reference")
+    c.add_argument("--out", help="HTML file to write (needed unless --fail-below or --json is given)")
     c.add_argument("--names", help="labels of the two runs, comma-separated (default: the directory names)")
+    c.add_argument("--fail-below", type=_fraction, metavar="FRACTION",
+                   help="exit 3 when NEW's samples/s fall below FRACTION x BASE's (e.g. 0.95); steps/s "
+                        "for both when either run has no samples/s (batch size unknown)")
+    c.add_argument("--json", action="store_true",
+                   help="print both runs' throughput, their ratio and the gate's verdict as JSON on stdout")
     sub.add_parser("rules", help="list the rule catalogue")
     rc = sub.add_parser("rule", help="print one rule's documentation")
     rc.add_argument("code")
@@ -406,9 +457,88 @@ def cmd_report(ns: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_compare(ns: argparse.Namespace) -> int:
-    from advisor.report.html import write_compare
+def _rate_text(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:,.1f}" if value >= 10 else f"{value:.3g}"
 
+
+def _ratio_text(ratio: float, threshold: float, passed: bool) -> str:
+    """The ratio to two decimals, or more where two would show it on the wrong side of the threshold."""
+    for digits in (2, 3, 4):
+        text = f"{ratio:.{digits}f}"
+        if (float(text) >= threshold) if passed else (float(text) < threshold):
+            return text
+    return f"{ratio:.6f}"
+
+
+def _measured(doc: dict, label: str, arg: str) -> tuple[dict | None, str | None]:
+    """A run's measurement, or the one-line reason it cannot be compared."""
+    status = doc.get("status")
+    if status != "complete":
+        reasons = "; ".join(str(r) for r in doc.get("incomplete_reasons") or [])
+        return None, (f"{label} {arg} is not a complete run (status {status!r}"
+                      + (f": {reasons}" if reasons else "") + "): it cannot be compared")
+    meas = doc.get("measurement")
+    meas = meas if isinstance(meas, dict) else {}
+    sps, step = _positive(meas.get("samples_per_s")), _positive(meas.get("step_time_ms"))
+    if sps is None and step is None:
+        return None, f"{label} {arg} has no measurement (neither samples/s nor step time): it cannot be compared"
+    return {"samples_per_s": sps, "step_time_ms": step}, None
+
+
+def _positive(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def _gate(ns: argparse.Namespace, docs: list[dict], dirs: list[Path]) -> tuple[dict | None, str | None]:
+    """Both runs' throughput, their ratio and the --fail-below verdict (None without a threshold)."""
+    meas = []
+    for doc, label, arg in zip(docs, ("BASE", "NEW"), (ns.run_a, ns.run_b)):
+        m, why = _measured(doc, label, arg)
+        if why:
+            return None, why
+        meas.append(m)
+    base, new = meas
+    note = None
+    if base["samples_per_s"] is not None and new["samples_per_s"] is not None:
+        unit, rates = "samples/s", (base["samples_per_s"], new["samples_per_s"])
+    else:
+        missing = [label for label, m in (("BASE", base), ("NEW", new)) if m["samples_per_s"] is None]
+        lacking = [label for label, m in (("BASE", base), ("NEW", new)) if m["step_time_ms"] is None]
+        if lacking:
+            return None, (f"{' and '.join(missing)} has no samples/s and {' and '.join(lacking)} no step time: "
+                          "the runs cannot be compared")
+        unit, rates = "steps/s", (1000.0 / base["step_time_ms"], 1000.0 / new["step_time_ms"])
+        note = f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no samples/s (batch size unknown): comparing steps/s"
+    ratio = rates[1] / rates[0]
+    threshold = ns.fail_below
+    # A relative tolerance so that NEW exactly at threshold x BASE passes despite rounding.
+    passed = None if threshold is None else ratio >= threshold * (1 - 1e-9)
+    result = {"base": {"run_dir": str(dirs[0]), "samples_per_s": base["samples_per_s"],
+                       "step_time_ms": base["step_time_ms"]},
+              "new": {"run_dir": str(dirs[1]), "samples_per_s": new["samples_per_s"],
+                      "step_time_ms": new["step_time_ms"]},
+              "ratio": ratio, "threshold": threshold, "unit": unit, "passed": passed}
+    if note:
+        result["note"] = note
+    if threshold is None:
+        line = f"compare: NEW {_rate_text(rates[1])} {unit} is {ratio:.2f}x BASE {_rate_text(rates[0])}"
+    else:
+        side = "at or above" if passed else "below"
+        line = (f"gate: NEW {_rate_text(rates[1])} {unit} is {_ratio_text(ratio, threshold, passed)}x "
+                f"BASE {_rate_text(rates[0])} ({side} {threshold:g}): {'pass' if passed else 'FAIL'}")
+    if note:
+        line += f" [{note}]"
+    result["line"] = line
+    return result, None
+
+
+def cmd_compare(ns: argparse.Namespace) -> int:
+    if ns.out is None and ns.fail_below is None and not ns.json:
+        return _fail("compare needs --out FILE (the HTML page), --fail-below FRACTION (the gate) or --json", 2)
     docs, dirs = [], []
     for run in (ns.run_a, ns.run_b):
         try:
@@ -416,6 +546,8 @@ def cmd_compare(ns: argparse.Namespace) -> int:
             docs.append(rundir.read_json(path))
         except (OSError, ValueError) as exc:
             return _fail(str(exc))
+        if not isinstance(docs[-1], dict):
+            return _fail(f"{path} is not a run.json written by `advisor analyze`")
         dirs.append(path.parent)
     if ns.names:
         names = [n.strip() for n in ns.names.split(",")]
@@ -425,14 +557,30 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         names = [d.resolve().name for d in dirs]
         if names[0] == names[1]:
             names = ["A", "B"]
-    out = Path(ns.out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_compare(docs[0], docs[1], dirs[0], dirs[1], out, names=(names[0], names[1]))
-    except OSError as exc:
-        return _fail(str(exc))
-    err.print(f"[cyan]advisor ▸[/] wrote {out}", markup=True, highlight=False)
-    return 0
+    gate = None
+    if ns.fail_below is not None or ns.json:
+        gate, why = _gate(ns, docs, dirs)
+        if why:
+            return _fail(why)
+    if ns.out is not None:
+        from advisor.report.html import write_compare
+
+        out = Path(ns.out)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            write_compare(docs[0], docs[1], dirs[0], dirs[1], out, names=(names[0], names[1]))
+        except OSError as exc:
+            return _fail(str(exc))
+        err.print(f"[cyan]advisor ▸[/] wrote {out}", markup=True, highlight=False)
+    if gate is None:
+        return 0
+    line = gate.pop("line")
+    if ns.json:
+        print(line, file=sys.stderr)
+        sys.stdout.write(orjson.dumps(gate, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(line)
+    return 0 if gate["passed"] is not False else EXIT_GATE_FAILED
 
 
 def cmd_rules(ns: argparse.Namespace) -> int:
