@@ -51,7 +51,7 @@ def run(args, speculate: bool, draw_between: bool):
         firsts.append(time.perf_counter() - t0)
         firsts_labels.append(y.cpu())
         time.sleep(args.step_ms / 1e3)
-        for x, y in it:
+        for _x, _y in it:
             time.sleep(args.step_ms / 1e3)  # the training step
         sync()
         if draw_between:

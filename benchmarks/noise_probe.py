@@ -64,7 +64,7 @@ def main() -> int:
     rows, probes = [], []
     steps = ["--steps", str(a.steps), "--log-every", "1000"]
     plan = []
-    for r in range(a.repeats):
+    for _ in range(a.repeats):
         plan.append(("examples/cifar_resnet.py", steps))
         plan.append(("examples/cifar_resnet_tuned.py", steps))
     if a.compile_variants:

@@ -29,7 +29,8 @@ def main(run: str) -> int:
     print(f"device: {doc['environment'].get('gpu_name') or 'CPU'}; baseline {base.get('step_time_ms', 0):.2f} ms/step "
           f"(window of {base.get('steps_measured')} steps), {base.get('samples_per_s', 0):,.0f} samples/s")
     if s.get("noise") is not None:
-        print(f"run-to-run noise (pooled over every configuration timed twice or more): {s['noise']:.1%}  -> one run vs one accepted above {s['threshold']:.1%}")
+        print(f"run-to-run noise (pooled over every configuration timed twice or more): {s['noise']:.1%}  "
+              f"-> one run vs one accepted above {s['threshold']:.1%}")
     rows = doc.get("trials") or []
     for t in rows:
         wall = t.get("elapsed_s")

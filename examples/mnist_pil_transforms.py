@@ -68,7 +68,7 @@ def main():
     model = Net().to(device)
     optimizer = torch.optim.Adadelta(model.parameters(), lr=1.0)
     for epoch in range(args.epochs):
-        for batch_idx, (data, target) in enumerate(loader):
+        for data, target in loader:
             data, target = data.to(device), target.to(device)
             optimizer.zero_grad()
             loss = F.nll_loss(model(data), target)

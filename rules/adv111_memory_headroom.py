@@ -35,7 +35,7 @@ def check(ctx):
     peak, cap = peak_and_capacity(ctx)
     if not peak or not cap or peak / cap >= ctx.thresholds.memory_low_frac:
         return None
-    factor = 2 ** max(1, min(3, int((cap * 0.7 / peak)).bit_length() - 1))
+    factor = 2 ** max(1, min(3, int(cap * 0.7 / peak).bit_length() - 1))
     dl = ctx.value("dataloader") or {}
     bs = dl.get("batch_size") or ctx.analysis.get("batch_size")
     return {

@@ -104,7 +104,7 @@ def record_cut(out: str) -> str:
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def record_all() -> dict[str, str]:
     out = tempfile.mkdtemp(prefix="advisor-cpu-traces-")
     return {

@@ -21,8 +21,7 @@ import numpy as np
 import pytest
 
 from advisor import rundir
-from advisor.report import html as report_html
-from advisor.report import timeline, view
+from advisor.report import html as report_html, timeline, view
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = REPO / "tests" / "fixtures" / "runs"  # recorded GPU runs (tests/fixtures/runs/README.md)
@@ -333,7 +332,7 @@ def test_example_traces_are_chrome_trace_json():
     files = sorted(RUNS.glob("*/tb/*/*.pt.trace.json.gz"))
     assert len(files) >= 5
     for f in files[:3]:
-        doc = json.loads(gzip.open(f).read(), parse_constant=lambda c: pytest.fail(f"{f}: {c}"))
+        doc = json.loads(gzip.open(f).read(), parse_constant=lambda c, f=f: pytest.fail(f"{f}: {c}"))
         events = doc["traceEvents"]
         assert isinstance(events, list) and len(events) > 1000
         for ev in events:

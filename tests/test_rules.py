@@ -33,7 +33,7 @@ def case_names() -> list[str]:
     return sorted(names)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _model(trace: str):
     model = load_trace(TRACES / f"{trace}.pt.trace.json.gz")
     return model, analyze(model)
@@ -42,7 +42,7 @@ def _model(trace: str):
 REPO = Path(__file__).resolve().parent.parent
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _run_model(run: str, trial: str | None = None):
     """A recorded GPU run (tests/fixtures/runs/...): the trace, config and environment of its
     baseline, or of one of its trials, with what the child measured merged as the CLI does."""
@@ -62,7 +62,7 @@ def _run_model(run: str, trial: str | None = None):
     return model, analysis, config, env
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_case(name: str) -> dict:
     path = CASES / f"{name}.json"
     case = json.loads(path.read_text()) if path.exists() else {"trace": name, "config": {}, "environment": {}}

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from cpu_traces import GPU_CONFIGS, gpu_fixture, record_all
 
-from advisor.trace import TraceError, find_trace_files, load_trace, load_traces
-from advisor.trace import load as load_mod
+from advisor.trace import TraceError, find_trace_files, load as load_mod, load_trace, load_traces
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 import make_large_trace  # noqa: E402

@@ -22,7 +22,7 @@ reported, never raised.
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from . import frameworks
 from .core import PatchContext, SkipFix

@@ -13,8 +13,8 @@ import ast
 import difflib
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 with warnings.catch_warnings():     # libcst imports a deprecated mypy_extensions.TypedDict
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -40,7 +40,7 @@ FIX_WHERE_KEY = {
 PRIO_IMPORT, PRIO_CUDNN, PRIO_TF32, PRIO_CHANNELS_LAST, PRIO_COMPILE, PRIO_INPUT = 0, 10, 20, 30, 40, 50
 
 
-def device_type(ctx: "PatchContext", p: dict) -> str:
+def device_type(ctx: PatchContext, p: dict) -> str:
     """The device the fix is for: its own parameter, else where the run saw inputs or weights."""
     if p.get("device_type") or p.get("device"):
         return str(p.get("device_type") or p["device"]).split(":")[0]
@@ -186,7 +186,7 @@ class PatchContext:
             try:
                 self.files[path] = parse_file(path, rel.replace(os.sep, "/"))
             except (OSError, cst.ParserSyntaxError, UnicodeDecodeError) as e:
-                raise SkipFix(f"cannot parse {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+                raise SkipFix(f"cannot parse {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
         return self.files[path]
 
     def script_file(self) -> SourceFile:

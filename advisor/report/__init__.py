@@ -13,9 +13,9 @@ API render through them; nothing here runs a script or touches a trace it was no
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 
 @dataclass(frozen=True)

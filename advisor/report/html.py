@@ -47,7 +47,7 @@ _ENV.filters.update(
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _asset(name: str) -> str:
     return resources.files("advisor.report").joinpath("static", name).read_text(encoding="utf-8")
 

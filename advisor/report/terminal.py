@@ -137,7 +137,8 @@ def print_summary(doc: dict, console: Console) -> None:
     head = Table.grid(padding=(0, 2))
     head.add_row("device", escape(str(env.get("gpu_name") or "CPU")))
     head.add_row("step time", f"{_fmt(meas.get('step_time_ms'), ' ms', 2)} (a window of {meas.get('steps_measured', 0)} unprofiled steps)")
-    head.add_row("throughput", f"{_fmt(meas.get('samples_per_s'), ' samples/s')} (batch {batch_text(meas.get('batch_size'), meas.get('micro_batches')) or '?'})")
+    batch = batch_text(meas.get("batch_size"), meas.get("micro_batches")) or "?"
+    head.add_row("throughput", f"{_fmt(meas.get('samples_per_s'), ' samples/s')} (batch {batch})")
     if doc.get("applied"):
         head.add_row("applied (--apply)", escape("; ".join(doc["applied"])))
     if analysis.get("gpu_busy_pct") is not None:

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from advisor.trace.phases import OTHER, PHASES, gpu_ops
-from advisor.trace.phases import timeline as phase_timeline
+from advisor.trace.phases import OTHER, PHASES, gpu_ops, timeline as phase_timeline
 
 MAX_SEGS = 300         # per lane
 MIN_GAP_FRAC = 1e-3    # merge GPU ops closer than this fraction of the step (at least)

@@ -20,8 +20,8 @@ from advisor.runner.flops import StepFlops
 from advisor.runner.lines import STOP_AFTER_STEPS
 from advisor.runner.oneoffs import OneOffs
 from advisor.runner.profiling import Profiling
-from advisor.runner.reporting import Reporting
 from advisor.runner.ranges import Ranges
+from advisor.runner.reporting import Reporting
 from advisor.runner.window import Window, settle_steps
 
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 import torch
 
 from advisor.runner import environment, placement
-from advisor.runner.placement import memory_format_of
 from advisor.runner._util import Patcher, SiteFinder
+from advisor.runner.placement import memory_format_of
 
 TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 

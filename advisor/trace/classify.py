@@ -13,8 +13,8 @@ elementwise kernel launched inside ``Optimizer.step``) is re-labelled by
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from typing import Callable
+from collections.abc import Callable
+from functools import cache, lru_cache
 
 CLASSES: tuple[str, ...] = (
     "tc_gemm_conv",      # matmul/conv on Tensor Cores
@@ -141,7 +141,7 @@ RULES: list[Rule] = [
 ]
 
 
-@lru_cache(maxsize=None)
+@cache
 def classify(name: str) -> str:
     """Class of one kernel name (see CLASSES)."""
     n = base_name(name)

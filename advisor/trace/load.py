@@ -22,7 +22,8 @@ import os
 import re
 import zlib
 from array import array
-from typing import BinaryIO, Iterator
+from collections.abc import Iterator
+from typing import BinaryIO
 
 import orjson
 

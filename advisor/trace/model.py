@@ -9,7 +9,7 @@ to whole columns by indexing, which is what keeps analysis of multi-GB traces fa
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -31,7 +31,7 @@ class Table:
     def __len__(self) -> int:
         return len(getattr(self, self.columns[0])) if self.columns else 0
 
-    def take(self, idx) -> "Table":
+    def take(self, idx) -> Table:
         return Table(**{c: getattr(self, c)[idx] for c in self.columns})
 
     def __repr__(self) -> str:

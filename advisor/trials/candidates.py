@@ -21,11 +21,11 @@ class Candidate:
     est_gain_ms: float | None = None
     group: str | None = None        # candidates of one group compete; the best is kept (the
                                     # trial's name shows the group's parameter values)
-    fallback: "Candidate | None" = None  # tried next when this one's verdict is in fallback_when
+    fallback: Candidate | None = None  # tried next when this one's verdict is in fallback_when
     # "skipped": cannot apply to the script; "failed": crashed (a dataset preloaded on the
     # device that runs it out of memory); "rejected": not faster, or numerics.
     fallback_when: tuple[str, ...] = ("skipped", "failed")
-    members: list["Candidate"] = field(default_factory=list)  # a bundle: fixes trialled as one rung
+    members: list[Candidate] = field(default_factory=list)  # a bundle: fixes trialled as one rung
     gain_is_upper_bound: bool = False  # est_gain_ms is the most it can give (rungs.pick)
     note: str | None = None            # why this rung holds what it does (a pair, a bundle, riders)
 
@@ -37,7 +37,7 @@ class Candidate:
         return f"{self.name}({extra})" if extra else self.name
 
     @property
-    def parts(self) -> list["Candidate"]:
+    def parts(self) -> list[Candidate]:
         """The fixes this rung applies: a bundle's members, else itself."""
         return list(self.members) or [self]
 

@@ -30,7 +30,7 @@ class TrialContext:
     script: str
     script_args: list[str]
     run_dir: Path
-    opts: "pipeline.AnalyzeOptions"
+    opts: pipeline.AnalyzeOptions
     baseline: dict                  # the baseline's child result
     baseline_findings: list
     environment: dict

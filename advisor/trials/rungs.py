@@ -60,7 +60,7 @@ def rides(name: str, at: tuple[float, float | None]) -> bool:
     return name in RIDERS and at[1] is not None and at[1] >= HOST_BOUND_IDLE
 
 
-def with_riders(cand: Candidate, riders: list[Candidate], out: "Pick") -> Candidate:
+def with_riders(cand: Candidate, riders: list[Candidate], out: Pick) -> Candidate:
     """cand (torch-compile) and the riders as one rung; cand alone is its fallback. cand as it
     is when that rung was tried already (its fallback, after the rung crashed or could not
     apply, is cand itself)."""

@@ -3,8 +3,9 @@ contracts, so that they read named state instead of the ladder's internals."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from advisor.trials.candidates import Candidate
 

@@ -1,0 +1,15 @@
+"""The command line's commands, one module each (advisor.cli parses and dispatches): analyze,
+compare (and its CI gate), inspect/report/rules/rule. What they share: the console advisor
+speaks on (stderr: stdout is the script's, or `--json`'s) and the one-line failure."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+err = Console(stderr=True, highlight=False)
+EXIT_GATE_FAILED = 3  # compare --fail-below: the new run is slower than the gate allows
+
+
+def fail(msg: str, code: int = 1) -> int:
+    err.print(f"[bold red]advisor:[/] {msg}", markup=True, highlight=False, soft_wrap=True)
+    return code
