@@ -49,7 +49,8 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
                    help="do not run the patched script as plain python to check fixes.patch")
     p.add_argument("--lookahead", type=int, default=None, metavar="N",
                    help="trial processes started ahead on a guess of the next trial, each waiting at the "
-                        "script's first CUDA use (default: 2 with 8+ cores, 1 with 4+, 0 below; 0 turns it off)")
+                        "script's first CUDA use (default: 5 with 16+ cores, 3 with 12+, 2 with 8+, 1 with 4+, 0 below; "
+                        "0 turns it off)")
     _add_rule_options(p)
     p.add_argument("--json", action="store_true",
                    help="print machine-readable results on stdout (the script's own output goes to stderr)")

@@ -1,6 +1,6 @@
-"""Metrics over a TraceModel (internals.md §3): pure functions, JSON-ready output.
+"""Metrics over a TraceModel (docs/internals.md §3): pure functions, JSON-ready output.
 
-Conventions (documented in internals.md §3):
+Conventions (documented in docs/internals.md §3):
 - A GPU op, runtime call or CPU op belongs to a step when it *starts* inside the step window.
 - Per-step quantities are totals over the trace's steps divided by the number of steps, except
   ``breakdown`` (per-phase median, rescaled so it sums exactly to ``step_time_ms``) and
@@ -320,7 +320,7 @@ def _launch_ms(model: TraceModel, win: np.ndarray, n: int) -> float:
 # --- analyze ---------------------------------------------------------------------------
 
 def analyze(model: TraceModel, child: dict | None = None) -> dict:
-    """All metrics of internals.md §3 for one trace (``child`` fills memory gaps)."""
+    """All metrics of docs/internals.md §3 for one trace (``child`` fills memory gaps)."""
     win = steps_from(model.steps)
     n = max(len(win), 1)
     durs = win[:, 1] - win[:, 0]

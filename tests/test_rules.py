@@ -306,3 +306,17 @@ def test_loader_waits_with_random_transforms_ask_for_more_workers(transforms, cp
     if fix[1]:
         (cand,) = expand(f["fix"], "ADV118", f["estimated_gain_ms"], {"gpu_count": 1, "cpu_count": cpus})
         assert cand.params == {"num_workers": fix[1], "pin_memory": True}
+
+
+def test_the_rule_catalogue_page_is_generated_from_the_docstrings():
+    """docs/rules.md is benchmarks/rules_doc.py's output over the built-in rules: a rule whose
+    docstring changed without the page being regenerated fails here."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "rules_doc.py"), "--check"],
+                       capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = (REPO / "docs" / "rules.md").read_text()
+    for rule in RULES:
+        assert f"{rule.code}" in text and rule.name in text

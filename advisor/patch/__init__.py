@@ -2,7 +2,7 @@
 
 Trials apply fixes at run time (advisor.interventions) and never touch the user's files.
 This package writes the source edit a user would make by hand, at the call sites the child
-observed (config ``where``, internals.md §1), and returns it as text that ``git apply``
+observed (config ``where``, docs/internals.md §1), and returns it as text that ``git apply``
 and ``patch -p1`` accept from the directory holding the script (or from ``root``):
 
     diff, notes = make_patch("train.py", [{"intervention": "set-to-none", "params": {}}], config)

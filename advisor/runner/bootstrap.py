@@ -97,7 +97,7 @@ def _main() -> None:
     except Exception:
         pass
     if not sys.flags.safe_path:
-        # python puts realpath(dirname(script)) there (symlinks resolved): see internals.md §1
+        # python puts realpath(dirname(script)) there (symlinks resolved): see docs/internals.md §1
         sys.path.insert(0, os.path.dirname(os.path.realpath(script)))
     sys.modules["__main__"] = main
 

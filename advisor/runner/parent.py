@@ -145,7 +145,7 @@ def stall_limit(intervals: list[float], stall_timeout: float | None) -> float:
 def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=None,
               grace: float = GRACE_S, stdout_to_stderr: bool = False, warm=None, held=None,
               stall_timeout: float | None = None) -> dict:
-    """Run spec["script"] under advisor in a child process; see internals.md §1 and §4.
+    """Run spec["script"] under advisor in a child process; see docs/internals.md §1.
     warm: a runner.ahead.WarmChild to start from; held: a runner.ahead.HeldChild started on
     this spec, waiting at the script's first CUDA use, to release (else it starts as warm).
 

@@ -22,7 +22,7 @@ def active() -> bool:
 
 
 def install(spec: dict):
-    """Install hooks and observers for `spec` (see internals.md §1) and return the Controller.
+    """Install hooks and observers for `spec` (see docs/internals.md §1) and return the Controller.
     The caller runs the script, then calls ``controller.finish(exc)``."""
     global _SESSION
     from advisor.runner import disarm, hooks, observe

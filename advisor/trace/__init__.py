@@ -1,4 +1,4 @@
-"""Load Kineto traces into one columnar model (internals.md §2).
+"""Load Kineto traces into one columnar model (docs/internals.md §2).
 
     load_trace(path)  -> TraceModel    file (.json / .json.gz), run directory or TensorBoard
                                        log dir (the newest *.pt.trace.json[.gz] under it)

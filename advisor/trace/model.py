@@ -1,4 +1,4 @@
-"""The columnar trace model (internals.md §2) and step detection.
+"""The columnar trace model (docs/internals.md §2) and step detection.
 
 Every table is a set of equal-length numpy columns sorted by ``ts``; times are microseconds
 relative to the earliest event, so float64 keeps sub-nanosecond resolution. Names are interned
@@ -48,7 +48,7 @@ def _to_table(cols) -> Table:
 
 
 class TraceModel:
-    """One parsed trace. See internals.md §2 for the fields."""
+    """One parsed trace. See docs/internals.md §2 for the fields."""
 
     CPU_CATS = CPU_CATS            # cpu.cat codes: 0 cpu_op, 1 user_annotation, 2 python_function
     CLASSES = CLASSES    # kernels.cls codes

@@ -1,4 +1,4 @@
-"""Training-phase attribution on a TraceModel (internals.md §3, "Phase attribution").
+"""Training-phase attribution on a TraceModel (docs/internals.md §3, "Phase attribution").
 
 The CPU timeline is painted with phase ranges from any thread (autograd's backward runs on its
 own thread, so the ranges of all threads are merged): an instant gets the phase of the innermost

@@ -54,7 +54,7 @@ def runs_text(runs: list[dict], ref_runs: list[dict]) -> str:
 
 
 # A gain this far over a one-run reference stands whatever the noise of a regime not yet
-# measured, up to 4.5% (2 x 4.5% = 9%): the GPU-bound stacks measured 1-3% (README).
+# measured, up to 4.5% (2 x 4.5% = 9%): the GPU-bound stacks measured 1-3% (docs/trials.md).
 UNMEASURED_REGIME_GAIN = 3 * measure.MIN_GAIN
 
 
