@@ -14,7 +14,7 @@ def step() -> None:
     session.explicit_step()
 
 
-# The notebook API (advisor/api.py), loaded on first use: `import advisor` stays cheap for the
+# The notebook API (advisor/api/), loaded on first use: `import advisor` stays cheap for the
 # training scripts that only call step(), and reading a saved run never loads the trace stack.
 _API = ("load_run", "inspect", "Run", "Inspection", "Finding", "Findings", "Trial", "Trials", "Roofline", "Patch")
 

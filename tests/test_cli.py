@@ -203,3 +203,12 @@ def test_inspect_several_ranks_finds_the_straggler():
     for res in json.loads(r.stdout):
         adv116 = [f for f in res["findings"] if f["code"] == "ADV116"]
         assert adv116 and adv116[0]["message"].startswith("Rank 1 is the straggler")
+
+
+def test_every_package_is_installed():
+    """pyproject.toml lists the packages a non-editable install ships: each one of advisor's."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "advisor").rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
