@@ -89,13 +89,14 @@ def for_trials(opts, sched: Schedule):
 
 def timing_spec(spec: dict, sched: Schedule, where: Path) -> dict:
     return {**spec, **sched.timing, "profile_steps": 0, "measure_min_s": 0.0, "run_dir": str(where),
-            "tb_dir": str(Path(spec["run_dir"]) / "tb"), "sandbox_writes": True, "record_lines": False}
+            "tb_dir": str(Path(spec["run_dir"]) / "tb"), "sandbox_writes": True, "record_lines": False,
+            "count_flops": False}
 
 
 def profile_spec(spec: dict, sched: Schedule, where: Path) -> dict:
     return {**spec, **sched.profile, "measure_steps": 0, "run_dir": str(where),
             "tb_dir": str(Path(spec.get("tb_dir") or Path(spec["run_dir"]) / "tb")),
-            "sandbox_writes": True, "record_lines": False}
+            "sandbox_writes": True, "record_lines": False, "count_flops": False}
 
 
 def complete(first: dict, spec: dict, sched: Schedule, run, say=None) -> dict:
@@ -145,7 +146,8 @@ def own_profiler_run(first: dict, spec: dict, run, say=None) -> dict | None:
     steps = int(first.get("steps_seen") or 0)
     child = run({**spec, "run_dir": str(where), "run_name": "own-profiler", "tb_dir": str(where / "tb"),
                  "warmup_steps": 10 ** 9, "measure_steps": 0, "profile_steps": 0, "own_profiler": True,
-                 "max_steps": steps + OWN_PROFILER_STEPS, "sandbox_writes": True, "record_lines": False})
+                 "max_steps": steps + OWN_PROFILER_STEPS, "sandbox_writes": True, "record_lines": False,
+                 "count_flops": False})
     own = child.get("own_profiler") or {}
     traces = [p for p in own.get("exports") or [] if Path(p).exists() or Path(p + ".gz").exists()]
     out = {"traces": traces, "steps": child.get("steps_seen"), "sessions": own.get("sessions", 0)}
