@@ -38,8 +38,7 @@ def parse_args(argv=None):
     default_device = "cuda" if torch.cuda.is_available() else "cpu"
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=default_device)
-    p.add_argument("--batch-size", type=int, default=None,
-                   help="default: 2048 on cuda (at 256 even the tuned recipe is launch-bound on an H100), 32 on cpu")
+    p.add_argument("--batch-size", type=int, default=None, help="default: 2048 on cuda (at 256 even the tuned recipe is launch-bound on an H100), 32 on cpu")  # noqa: E501
     p.add_argument("--epochs", type=int, default=None, help="default: 15 on cuda, 1 on cpu")
     p.add_argument("--steps", type=int, default=None, help="stop after this many optimizer steps in total")
     p.add_argument("--num-samples", type=int, default=None,
