@@ -15,11 +15,6 @@ def flops_per_sample(child: dict) -> float | None:
     return per_step / (batch * measure.micro_batches(child))
 
 
-def _kept(trials: list[dict]) -> dict | None:
-    kept = [t for t in trials if t.get("status") == "accepted" and not t.get("apart")]
-    return kept[-1] if kept else None
-
-
 def summary(doc: dict, child: dict) -> dict:
     """run.json's "roofline": FLOPs, and per run (baseline, kept stack, ceiling) samples/s,
     TFLOP/s, the dtype's peak, MFU; the stack as a fraction of the ceiling."""
@@ -33,7 +28,7 @@ def summary(doc: dict, child: dict) -> dict:
     out["baseline"] = {"samples_per_s": base_rate,
                        **roofline.for_rate(fps, base_rate, gpu, roofline.compute_dtype(doc.get("config")))}
     trials = doc.get("trials") or []
-    kept = _kept(trials)
+    kept = measure.kept_trial(trials)
     if kept is not None:
         out["stack"] = {"samples_per_s": kept.get("samples_per_s"), "trial": kept.get("name"),
                         **roofline.for_rate(fps, kept.get("samples_per_s"), gpu, kept.get("compute_dtype") or "fp32")}

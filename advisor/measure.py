@@ -222,6 +222,13 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
     }
 
 
+def kept_trial(trials: list[dict]) -> dict | None:
+    """The kept stack's record: the last trial accepted on the ladder (apart trials and the
+    ceiling are measured beside it, never kept)."""
+    kept = [t for t in trials if t.get("status") == "accepted" and not t.get("apart")]
+    return kept[-1] if kept else None
+
+
 STARTUP_MILESTONES = ("install", "script", "held", "released", "cuda_init", "cuda_ready", "first_step")
 
 

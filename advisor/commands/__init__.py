@@ -10,6 +10,11 @@ err = Console(stderr=True, highlight=False)
 EXIT_GATE_FAILED = 3  # compare --fail-below: the new run is slower than the gate allows
 
 
+def say(text: str) -> None:
+    """One line of advisor's progress on the console (the script's own output shares it)."""
+    err.print(f"[cyan]advisor ▸[/] {text}", markup=True, highlight=False)
+
+
 def fail(msg: str, code: int = 1) -> int:
     err.print(f"[bold red]advisor:[/] {msg}", markup=True, highlight=False, soft_wrap=True)
     return code

@@ -11,10 +11,11 @@ from pathlib import Path
 import orjson
 
 from advisor import headroom, measure, pipeline, rundir
-from advisor.commands import err, fail as _fail
+from advisor.commands import err, fail as _fail, say
 from advisor.trials.prep import TrialsPrep
 
 _last_stage: list[str] = []
+
 
 def _progress(stage: str, step: int | None, info: dict | None = None) -> None:
     # One line per stage: the script's own output shares the terminal, so no live display.
@@ -26,7 +27,8 @@ def _progress(stage: str, step: int | None, info: dict | None = None) -> None:
         return
     _last_stage.append(text)
     suffix = f" (step {step})" if step is not None else ""
-    err.print(f"[cyan]advisor ▸[/] {text}{suffix}", markup=True, highlight=False)
+    say(f"{text}{suffix}")
+
 
 def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> int:
     from advisor import interventions
@@ -55,7 +57,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     except OSError as exc:
         return _fail(str(exc))
     spec = pipeline.make_spec(script, script_args, run_dir, opts, interventions=ns.applied)
-    err.print(f"[cyan]advisor ▸[/] run directory {run_dir}", markup=True, highlight=False)
+    say(f"run directory {run_dir}")
     prep = None
     if not ns.no_trials:
         from advisor.trials.ladder import REPEAT
@@ -111,6 +113,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         return _fail(f"run incomplete: {'; '.join(doc['incomplete_reasons']) or 'unknown'} (kept in {run_dir})")
     return 0
 
+
 def _short_or_self_profiled(ns, spec: dict, opts, child: dict, prep):
     """A script that ended before advisor was done gets its timing and profile in runs of their
     own; one that profiles itself, a run where its profiler writes (advisor.schedule). Returns
@@ -122,9 +125,6 @@ def _short_or_self_profiled(ns, spec: dict, opts, child: dict, prep):
         return run_child(s, timeout=opts.timeout, step_timeout=opts.step_timeout, stdout_to_stderr=ns.json,
                          stall_timeout=opts.stall_timeout)
 
-    def say(line: str) -> None:
-        err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False)
-
     split = (opts, None)
     sched = schedule.plan(child, opts.profile_steps, opts.warmup)
     if sched is not None:
@@ -134,16 +134,17 @@ def _short_or_self_profiled(ns, spec: dict, opts, child: dict, prep):
         split = schedule.for_trials(opts, sched)
     return child, schedule.own_profiler_run(child, spec, run, say), split
 
+
 def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: float, warm=None, held=None,
                 split_profile: dict | None = None) -> None:
     from advisor import trials
 
-    ctx = trials.TrialContext(split_profile=split_profile,
+    ctx = trials.TrialContext(
         script=script, script_args=script_args, run_dir=run_dir, opts=opts, baseline=child,
         baseline_findings=doc["findings"], environment=doc["environment"], budget_s=ns.budget * 60.0,
         max_trials=ns.max_trials, trial_timeout=ns.trial_timeout,
         only=ns.fix_names, applied=ns.applied, stdout_to_stderr=ns.json, warm=warm, held=held, lookahead=ns.lookahead,
-        progress=lambda line: err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False))
+        progress=say, split_profile=split_profile)
     result = trials.run_trials(ctx)
     doc["trials"] = result["trials"]
     doc["trial_summary"] = {k: result.get(k) for k in ("noise", "threshold", "stack", "interrupted", "processes",
@@ -153,11 +154,12 @@ def _run_trials(ns, script, script_args, run_dir, opts, child, doc, started: flo
     if result["stack"]:
         # --apply's fixes were measured in every trial too: the patch carries them
         _patch_and_verify(ns, script, script_args, run_dir, opts, doc, child, [*ns.applied, *result["stack"]],
-                          _stack_rate(result["trials"]))
+                          (measure.kept_trial(result["trials"]) or {}).get("samples_per_s"))
     doc["trial_summary"]["analyze_wall_s"] = round(time.monotonic() - started, 1)  # baseline + trials
     doc["roofline"] = headroom.summary(doc, child)
     rundir.write_run(run_dir, doc)
     _render(run_dir, doc)
+
 
 def _print_stacks(run_dir: Path, most: int = 80) -> None:
     """Where each thread of a stalled script was (the child's faulthandler dump)."""
@@ -172,10 +174,6 @@ def _print_stacks(run_dir: Path, most: int = 80) -> None:
         err.print("\n".join(lines[:most]) + ("\n…" if len(lines) > most else ""), markup=False, highlight=False,
                   soft_wrap=True)
 
-def _stack_rate(trials: list[dict]) -> float | None:
-    """The kept stack's samples/s in the runner: the last accepted rung's."""
-    kept = [t for t in trials if t.get("status") == "accepted" and not t.get("apart")]
-    return kept[-1].get("samples_per_s") if kept else None
 
 def _patch_and_verify(ns, script, script_args, run_dir, opts, doc, child, stack: list[dict],
                       stack_rate: float | None) -> None:
@@ -195,10 +193,10 @@ def _patch_and_verify(ns, script, script_args, run_dir, opts, doc, child, stack:
     if getattr(ns, "no_verify", False) or not (diff or any(n.get("argv_changes") for n in notes)):
         return
     rundir.write_run(run_dir, doc)
-    say = lambda line: err.print(f"[cyan]advisor ▸[/] {line}", markup=True, highlight=False)  # noqa: E731
     doc["patch"]["verification"] = verify.verify(
         script, script_args, run_dir, opts, diff, texts, notes, fixes, child, stack_rate,
         timeout=ns.trial_timeout, stdout_to_stderr=ns.json, progress=say)
+
 
 def _render(run_dir: Path, doc: dict) -> None:
     from advisor.report import SavedRun, render

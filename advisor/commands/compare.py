@@ -11,13 +11,14 @@ from pathlib import Path
 import orjson
 
 from advisor import rundir
-from advisor.commands import EXIT_GATE_FAILED, err, fail as _fail
+from advisor.commands import EXIT_GATE_FAILED, fail as _fail, say
 
 
 def _rate_text(value: float) -> str:
     if value >= 100:
         return f"{value:,.0f}"
     return f"{value:,.1f}" if value >= 10 else f"{value:.3g}"
+
 
 def _ratio_text(ratio: float, threshold: float, passed: bool) -> str:
     """The ratio to two decimals, or more where two would show it on the wrong side of the threshold."""
@@ -26,6 +27,7 @@ def _ratio_text(ratio: float, threshold: float, passed: bool) -> str:
         if (float(text) >= threshold) if passed else (float(text) < threshold):
             return text
     return f"{ratio:.6f}"
+
 
 def _measured(doc: dict, label: str, arg: str) -> tuple[dict | None, str | None]:
     """A run's measurement, or the one-line reason it cannot be compared."""
@@ -41,10 +43,12 @@ def _measured(doc: dict, label: str, arg: str) -> tuple[dict | None, str | None]
         return None, f"{label} {arg} has no measurement (neither samples/s nor step time): it cannot be compared"
     return {"samples_per_s": sps, "step_time_ms": step}, None
 
+
 def _positive(value) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) and value > 0 else None
+
 
 def _gate(ns: argparse.Namespace, docs: list[dict], dirs: list[Path]) -> tuple[dict | None, str | None]:
     """Both runs' throughput, their ratio and the --fail-below verdict (None without a threshold)."""
@@ -88,6 +92,7 @@ def _gate(ns: argparse.Namespace, docs: list[dict], dirs: list[Path]) -> tuple[d
     result["line"] = line
     return result, None
 
+
 def cmd_compare(ns: argparse.Namespace) -> int:
     if ns.out is None and ns.fail_below is None and not ns.json:
         return _fail("compare needs --out FILE (the HTML page), --fail-below FRACTION (the gate) or --json", 2)
@@ -123,7 +128,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
             write_compare(docs[0], docs[1], dirs[0], dirs[1], out, names=(names[0], names[1]))
         except OSError as exc:
             return _fail(str(exc))
-        err.print(f"[cyan]advisor ▸[/] wrote {out}", markup=True, highlight=False)
+        say(f"wrote {out}")
     if gate is None:
         return 0
     line = gate.pop("line")

@@ -10,7 +10,7 @@ import orjson
 from rich.console import Console
 
 from advisor import pipeline, rundir
-from advisor.commands import err, fail as _fail
+from advisor.commands import fail as _fail, say
 from advisor.commands.analyze import _render
 
 
@@ -46,10 +46,12 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
             print_inspect(res, Console())
     return 0
 
+
 def _ranks(models: list) -> bool:
     """Whether the models are distinct ranks of one distributed job."""
     ranks = [(m.meta.get("distributed_info") or {}).get("rank") for m in models]
     return len(models) > 1 and None not in ranks and len(set(ranks)) == len(ranks)
+
 
 def _run_config(targets: list[str]) -> dict:
     """Inspecting an advisor run directory: its observed config makes the config rules run."""
@@ -58,10 +60,12 @@ def _run_config(targets: list[str]) -> dict:
         return rundir.read_json(p / "run.json").get("config") or {}
     return {}
 
+
 def _inspect_json(res: dict) -> dict:
     a = res["analysis"]
     return {"trace": res["trace"], "step_time_ms": a.get("step_time_ms"), "breakdown": a.get("breakdown"),
             "kernel_time_by_class": a.get("kernel_time_by_class"), **res}
+
 
 def cmd_report(ns: argparse.Namespace) -> int:
     from advisor.report import SavedRun
@@ -71,8 +75,9 @@ def cmd_report(ns: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
     _render(run.run_dir, run.doc)
-    err.print(f"[cyan]advisor ▸[/] wrote {run.run_dir / 'index.html'}", markup=True, highlight=False)
+    say(f"wrote {run.run_dir / 'index.html'}")
     return 0
+
 
 def cmd_rules(ns: argparse.Namespace) -> int:
     from rich.table import Table
@@ -84,6 +89,7 @@ def cmd_rules(ns: argparse.Namespace) -> int:
         table.add_row(rule.code, rule.name, rule.severity, rule.fix or "")
     Console().print(table)
     return 0
+
 
 def cmd_rule(ns: argparse.Namespace) -> int:
     from advisor.engine import load_rules

@@ -101,7 +101,8 @@ class Controller(Profiling, Reporting):
         self.prof = None
         self._own_profiler = 0      # >0 while advisor itself drives torch.profiler
         self.script_profilers = None  # disarm.ScriptProfilers: the script's own, let work (spec own_profiler)
-        self.max_steps = int(spec.get("max_steps") or 0)  # stop here whatever the phase (0: no limit)
+        # a run that only warms up (the script's own profiler's run) stops here at the latest (0: never)
+        self.max_steps = int(spec.get("max_steps") or 0)
         self.flops = StepFlops(self) if spec.get("count_flops") else None  # one warm-up step's FLOPs
         self.observer = None        # observe.Observer
         self.sandbox = None         # sandbox.Sandbox (trials)
