@@ -129,6 +129,9 @@ def _check(fix: dict, config: dict, base: dict) -> tuple[bool | None, str, str]:
     if name == "preload-dataset":
         got = loader.get("dataset_type")
         return (None if got is None else got == "_PreloadedOnDevice"), "dataset _PreloadedOnDevice", f"dataset {got}"
+    if name == "dali":
+        got = int(_value(config, "dali").get("iterators") or 0)   # absent: DALI never imported
+        return got > 0, "batches from a DALI iterator", f"{got} DALI iterators"
     if name == "precompute-samples":
         got = loader.get("dataset_type")
         return (None if got is None else got == "list"), "dataset a list of samples", f"dataset {got}"

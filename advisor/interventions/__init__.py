@@ -24,6 +24,7 @@ MODULES = {
     "dataloader-workers": "dataloader",
     "precompute-samples": "precompute",
     "preload-dataset": "preload",
+    "dali": "dali",
     "pin-memory": "dataloader",
     "set-to-none": "set_to_none",
     "fused-optimizer": "fused_optimizer",

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 from . import frameworks
 from .core import PatchContext, SkipFix
+from .dali_fix import dali
 from .flag_fixes import cudnn_benchmark, fused_optimizer, set_to_none, tf32
 from .loader_fixes import (
     LR_COMMENT,
@@ -49,6 +50,7 @@ _EDITORS: dict[str, Callable[[PatchContext, dict, dict], dict]] = {
     "pin-memory": dataloader,
     "precompute-samples": precompute_samples,
     "preload-dataset": preload_dataset,
+    "dali": dali,
     "batch-size": batch_size,
     "channels-last": channels_last,
     "amp": amp,

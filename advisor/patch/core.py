@@ -32,7 +32,7 @@ class SkipFix(Exception):
 FIX_WHERE_KEY = {
     "set-to-none": "zero_grad", "fused-optimizer": "optimizer", "cudnn-benchmark": "cudnn.benchmark",
     "dataloader-workers": "dataloader", "pin-memory": "dataloader", "batch-size": "dataloader",
-    "precompute-samples": "dataloader", "preload-dataset": "dataloader",
+    "precompute-samples": "dataloader", "preload-dataset": "dataloader", "dali": "dataloader",
     "channels-last": "input", "torch-compile": "parameters",
 }
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import torch
 
-from advisor.runner import environment, placement
+from advisor.runner import dali_use, environment, loaders, placement
 from advisor.runner._util import Patcher, SiteFinder
 from advisor.runner.placement import memory_format_of
 
@@ -116,29 +116,7 @@ class Observer:
         self.config[key] = {"value": value, "where": where if where is not None else self.site()}
 
     def _record_loader(self, loader) -> None:
-        ds = loader.dataset
-        bs = loader.batch_size
-        if bs is None:
-            bs = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
-        tf = getattr(ds, "transform", None) or getattr(ds, "transforms", None)
-        inner = getattr(ds, "dataset", None)  # Subset and friends
-        if tf is None and inner is not None:
-            tf = getattr(inner, "transform", None) or getattr(inner, "transforms", None)
-        tf_text = None
-        if tf is not None:
-            tf_text = " ".join(repr(tf).split())
-            if len(tf_text) > 500:
-                tf_text = tf_text[:499] + "…"
-        value = {
-            "batch_size": bs,
-            "num_workers": loader.num_workers,
-            "pin_memory": bool(loader.pin_memory),
-            "persistent_workers": bool(loader.persistent_workers),
-            "prefetch_factor": loader.prefetch_factor,
-            "dataset_type": type(ds).__name__,
-            "transforms": tf_text,
-        }
-        entry = {"value": value, "where": self._loader_site()}
+        entry = {"value": loaders.loader_value(loader), "where": self._loader_site()}
         self._loaders[loader] = entry
         if self._first_loader is None:
             self._first_loader = entry
@@ -399,6 +377,8 @@ class Observer:
         if micro > 1:
             doc["gradient_accumulation"] = {"value": {"micro_batches": micro},
                                             "where": (doc.get("optimizer") or {}).get("where")}
+        if (used := dali_use.observed()) is not None:
+            doc["dali"] = {"value": used, "where": None}
         vals = self._backend_values if self._backend_values is not None else self._read_backends()
         for key in _BACKEND_KEYS:
             if key in vals:

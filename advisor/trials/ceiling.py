@@ -10,7 +10,7 @@ from advisor.trials.state import After
 
 NAME = "ceiling-data-free"
 # Fixes of the data pipeline: the cached batch stands in for all of them.
-DATA_FIXES = {"dataloader-workers", "pin-memory", "preload-dataset", "precompute-samples"}
+DATA_FIXES = {"dataloader-workers", "pin-memory", "preload-dataset", "precompute-samples", "dali"}
 
 
 def measure_ceiling(after: After) -> dict | None:
