@@ -127,7 +127,8 @@ def _custom(dataset, expr: str) -> Files:
 
 def evaluate(files: Files, dataset) -> list[tuple[str, int]]:
     """The (absolute path, int label) pairs of ``dataset`` by its Files expression."""
-    pairs = eval(files.samples, {"__builtins__": {"list": list, "zip": zip}}, {"dataset": dataset})  # noqa: S307 - our own expression
+    # `dataset` a global of the expression: a comprehension does not see eval's locals
+    pairs = eval(files.samples, {"__builtins__": {"list": list, "zip": zip}, "dataset": dataset})  # noqa: S307 - our own expression
     return [(os.path.abspath(os.fspath(p)), int(y)) for p, y in pairs]
 
 

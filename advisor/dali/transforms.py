@@ -234,8 +234,8 @@ def _step(st: _State, t, name: str) -> None:
 
 
 def _color_jitter(st: _State, t, here: str) -> None:
-    if st.tensor:
-        raise Untranslatable(f"{here}: ColorJitter after the conversion to a tensor is not mapped")
+    if st.mean is not None:   # before it, on [0, 1] floats, the same factors act as on uint8
+        raise Untranslatable(f"{here}: ColorJitter after Normalize is not mapped")
     args = []
     for key in ("brightness", "contrast", "saturation"):
         rng = getattr(t, key, None)
