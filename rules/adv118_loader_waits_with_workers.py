@@ -28,7 +28,8 @@ Fix:
     to the GPU (or NVIDIA DALI) instead; until then, when the dataset's transforms are
     random (torchvision's Random*, *Augment, ColorJitter), the fix trialled is twice the
     workers, up to the host's cores (``dataloader-workers``), again on each kept stack while
-    the loop still waits.
+    the loop still waits. Once the workers hold every core, a dataset of image files on a
+    GPU machine is ADV119's (decode and augment on the GPU with DALI).
 
 Fix safety:
     Safe when every read of a sample gives the same result: advisor's trial checks that on
@@ -85,6 +86,8 @@ def check(ctx):
     per_step = float(measured.get("data_wait_ms_per_step") or 0.0)
     random_transform = RANDOM_TRANSFORM.search(str(dl.get("transforms") or ""))
     more = _more_workers(ctx, random_transform, workers)
+    if random_transform and not more and (dl.get("dali") or {}).get("images") and ctx.environment.get("gpu_count"):
+        return None   # image files, augmented per epoch, workers on every core: ADV119 (decode on the GPU)
     if more:
         the_fix = fix("dataloader-workers", changes_numerics=False, where=ctx.where("dataloader"),
                       code=f"DataLoader(..., num_workers={more}, persistent_workers=True, prefetch_factor=4, "

@@ -91,6 +91,7 @@ def _serve(loader) -> None:
             if made[0] is not None:  # served in this process from now on: no workers, nothing to pin
                 loader.__dict__["num_workers"] = 0
                 loader.__dict__["pin_memory"] = False
+                loader.__dict__["timeout"] = 0
         if made[0] is None:
             return real()
         return FromDali(iter(made[0]))
