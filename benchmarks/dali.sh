@@ -67,13 +67,13 @@ print(f"{n} + 512 JPEGs in {root} ({time.time() - t0:.0f} s)")
 EOF
   ;;
 imagefolder)
-  cd "$W" && timeout -s INT 580 python3 -m advisor analyze --out "$W/imagefolder" --budget "$BUDGET" --fix $FIXES \
+  cd "$W" && timeout -s INT ${T:-580} python3 -m advisor analyze --out "$W/imagefolder" --budget "$BUDGET" --fix $FIXES \
       "$REPO/examples/imagefolder.py" --out "$JPEGS" --num-images "$N" > "$W/imagefolder.txt" 2>&1
   echo "analyze exit $?" >> "$W/imagefolder.txt"; tail -45 "$W/imagefolder.txt"; cp "$W/imagefolder.txt" "$OUT/"
   keep "$W/imagefolder" imagefolder
   ;;
 imagenet)
-  mkdir -p "$W/cwd" && cd "$W/cwd" && timeout -s INT 580 python3 -m advisor analyze --out "$W/imagenet" --budget "$BUDGET" \
+  mkdir -p "$W/cwd" && cd "$W/cwd" && timeout -s INT ${T:-580} python3 -m advisor analyze --out "$W/imagenet" --budget "$BUDGET" \
       --fix $FIXES "$REPO/benchmarks/corpus/imagenet_examples/main.py" "$JPEGS/imagenet" -a resnet18 -b 256 \
       > "$W/imagenet.txt" 2>&1
   echo "analyze exit $?" >> "$W/imagenet.txt"; tail -45 "$W/imagenet.txt"; cp "$W/imagenet.txt" "$OUT/"
