@@ -987,3 +987,21 @@ def test_the_data_free_ceiling_runs_after_the_ladder_on_the_kept_compute_fixes(t
     result, calls, _ = ladder(tmp_path, monkeypatch, {(): [100.0], ("set-to-none",): [80.0]},
                               [_finding("set-to-none", 10.0)], with_ceiling=True)
     assert _rec(result, "ceiling-data-free")["status"] == "skipped" and calls[-1][0] != "ceiling-data-free"
+
+
+def test_an_accepted_group_value_is_settled_before_other_fixes_run_on_top(tmp_path, monkeypatch):
+    """Worker counts compete as a group: the other count is tried right after the accepted
+    one, and the next fix runs on the winner, not on the stack without it. (ADV118 asked for
+    8 workers with a large gain, ADV103 for 4 or 8 with a small one, AMP sat between them: an
+    H200 ladder trialled AMP and DALI without the 8 workers it had accepted, and lost them.)"""
+    w4, w8 = "dataloader-workers(num_workers=4,pin_memory=False)", "dataloader-workers(num_workers=8,pin_memory=False)"
+    speeds = {(): [100.0], (w4,): [60.0], (w8,): [50.0], (w8, "amp(dtype=bfloat16)"): [30.0]}
+    many = {"code": "ADV118", "estimated_gain_ms": 50.0,
+            "fix": {"intervention": "dataloader-workers", "params": {"num_workers": 8, "pin_memory": False}}}
+    findings = [many, _finding("amp", 40.0), _finding("dataloader-workers", 10.0)]
+    base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8, "num_workers": 0}}}}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment={"cpu_count": 8}, baseline=base)
+    names = [c[0] for c in calls]
+    assert names[:3] == ["00-baseline-repeat", "01-dataloader-workers-8", "02-dataloader-workers-4"], names
+    assert calls[3][1] == (w8, "amp(dtype=bfloat16)")   # AMP on the winner
+    assert [s["name"] for s in result["stack"]] == ["dataloader-workers", "amp"]

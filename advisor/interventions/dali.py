@@ -35,8 +35,8 @@ def not_applicable(config, environment, params):
     if dl is None:
         return "the script uses no torch DataLoader"
     seen = dl.get("dali") or {}
-    if seen.get("why_not"):
-        return seen["why_not"]
+    if not seen.get("source"):
+        return seen.get("why_not") or "the run recorded no DALI plan for its DataLoader"
     if not dali.installed():
         return f"NVIDIA DALI is not installed: {dali.install_hint(environment.get('cuda'))}"
     return None

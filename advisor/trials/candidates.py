@@ -13,6 +13,10 @@ SUGGEST_ONLY = {"uint8-inputs", "expandable-segments", "ddp", "grad-scaler",
                 "overlap-communication", "cuda-graphs", None}
 
 
+# Interventions that measure a bound, not a fix: never a rung of the ladder (advisor.trials.ceiling).
+BOUNDS = {"cached-batch"}
+
+
 @dataclass
 class Candidate:
     name: str                       # intervention name
@@ -96,8 +100,8 @@ def candidates_from_findings(findings: list[dict], environment: dict, only: set[
             c.gain_is_upper_bound = bool(f.get("gain_is_upper_bound"))
             if only is None or c.name in only:
                 out.append(c)
-    if only:  # --fix names a fix no rule proposed: trial it anyway
+    if only:  # --fix names a fix no rule proposed: trial it anyway (a bound is the ceiling's, never a rung)
         named = {c.name for c in out}
-        for name in only - named:
+        for name in sorted(only - named - BOUNDS):
             out.extend(expand({"intervention": name}, None, None, environment))
     return out

@@ -100,9 +100,7 @@ class _Ladder:
                 if cand is None:
                     continue
                 self._trial(cand)
-                if cand.group and cand.group in self.pending and not any(c.group == cand.group for c in self.queue):
-                    winner = self.pending.pop(cand.group)
-                    self._commit(winner.cand, winner.runs, winner.analysis, winner.model)
+                self._settle_groups()
             self.result["noise"], self.result["threshold"] = self.noise, measure.acceptance_threshold(self.noise)
             measured = apart.measure_all(self.after(), self.result["apart"])
             self.trials.extend(measured)
@@ -113,6 +111,16 @@ class _Ladder:
         except KeyboardInterrupt:
             self.result["interrupted"] = True  # result["stack"] holds what was committed so far
         return self.result
+
+    def _settle_groups(self) -> None:
+        """A group's best value joins the stack once none of its values is left to try (tried,
+        or dropped by a requeue): checked after every trial, for every group. An H200
+        ladder that kept 8 DataLoader workers as pending, trialled AMP and DALI without them,
+        and lost them when a later commit requeued the group's last value away."""
+        left = {c.group for c in self.queue if c.key not in self.tried}   # a value asked for twice counts once
+        for group in [g for g in self.pending if g not in left]:
+            winner = self.pending.pop(group)
+            self._commit(winner.cand, winner.runs, winner.analysis, winner.model)
 
     def after(self) -> After:
         """The ladder's outcome as the measurements on top of it see it."""
@@ -308,6 +316,8 @@ class _Ladder:
                 best.record["status"], best.record["reason"] = "superseded", \
                     f"{rec['name']} was as fast within noise, {TIE_REASON.get(cand.group, 'and came later')}"
             self.pending[cand.group] = Pending(cand, runs, analysis, model, rec)
+            # the group's other values next: the fixes after them are trialled on its winner
+            self.queue.sort(key=lambda c: c.group != cand.group)
         else:
             rec["status"], rec["reason"] = "superseded", f"{best.record['name']} was faster"
 
