@@ -65,10 +65,12 @@ class _DaliLoader:
         if shuffle:  # the first epoch's order from torch's generator; the reader reshuffles after each
             pairs = [pairs[i] for i in torch.randperm(len(pairs)).tolist()]
         gpu = torch.cuda.is_available()
+        # DALI's CPU threads read the files (and Huffman-decode some on the GPU's behalf): half
+        # the cores, up to 8, leave the rest to the training loop
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         pipe = pipeline_def(self.pipeline)(
             [path for path, _ in pairs], [label for _, label in pairs], shuffle, gpu,
-            batch_size=self.batch_size, num_threads=max(1, min(cpus or 1, 16)),
+            batch_size=self.batch_size, num_threads=max(2, min((cpus or 2) // 2, 8)),
             device_id=torch.cuda.current_device() if gpu else None, seed=torch.initial_seed() % 2**31)
         self.batches = DALIGenericIterator(
             pipe, ["images", "labels"], reader_name="Reader", auto_reset=True,
