@@ -37,10 +37,13 @@ NEEDS = ("steps",)
 FIX = "dataloader-workers"
 HITS = ("slow_loader",)
 NON_HITS = {"gpu_run_h100_cifar_tuned_graphs": "batches gathered on the GPU: no DataLoader to wait for",
-            "gpu_resident_resnet50_cl": "batches already on the GPU: no loader in the step"}
+            "gpu_resident_resnet50_cl": "batches already on the GPU: no loader in the step",
+            "imagefolder_dali_h200": "the batches come from DALI: more workers change nothing"}
 
 
 def check(ctx):
+    if ctx.value("dali"):
+        return None   # DALI makes the batches on the GPU: no workers or host images to fix here
     total = step_ms(ctx)
     wait = phase_ms(ctx, "data_wait")
     if not total or wait / total < ctx.thresholds.data_wait_frac:

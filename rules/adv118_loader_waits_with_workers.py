@@ -51,7 +51,9 @@ FIX = "preload-dataset"
 AFTER = ("dataloader-workers",)
 HITS = ("gpu_run_h100_cifar_workers",)
 NON_HITS = {"slow_loader": "num_workers=0: more workers come first (ADV103)",
-            "gpu_run_h100_cifar_slow": "num_workers=0 in the slow recipe's baseline (ADV103)"}
+            "gpu_run_h100_cifar_slow": "num_workers=0 in the slow recipe's baseline (ADV103)",
+            "imagefolder_workers16_h200": "JPEGs augmented per epoch, workers on every core: ADV119 (DALI)",
+            "imagefolder_dali_h200": "the batches come from DALI, not from the DataLoader's workers"}
 
 # A torchvision transform that draws anew each time it runs: its samples cannot be stored once
 # (preload-dataset and precompute-samples refuse them on a read twice), so more workers make
@@ -69,6 +71,8 @@ def _more_workers(ctx, random_transform, workers: int) -> int | None:
 
 
 def check(ctx):
+    if ctx.value("dali"):
+        return None   # DALI makes the batches on the GPU: no workers or host images to fix here
     dl = ctx.value("dataloader") or {}
     workers = dl.get("num_workers") or 0
     measured = ctx.analysis.get("measured") or {}

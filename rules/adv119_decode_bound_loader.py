@@ -12,8 +12,9 @@ What it does:
 Why is this bad:
     JPEG decoding and per-sample augmentation are CPU work that grows with the image and the
     batch; once the workers hold most of the cores, adding workers no longer feeds the GPU.
-    On an H100 host a ResNet-50 over a folder of JPEGs, already at 8 workers, compiled and
-    in bf16, still stepped at the speed the CPUs decoded.
+    On an H200 host a ResNet-18 over a folder of JPEGs in bf16 and channels_last stepped at
+    6,188 samples/s with 8 workers (5,506 with 16) and waited for batches; with DALI it
+    stepped at 11,242, 87% of its data-free ceiling.
 
 Example:
     dataset = datasets.ImageFolder(root, transforms.Compose([
@@ -46,11 +47,11 @@ SEVERITY = "warning"
 NEEDS = ("steps",)
 FIX = "dali"
 AFTER = ("dataloader-workers",)
-HITS = ("imagefolder_workers_h100",)
+HITS = ("imagefolder_workers16_h200",)
 NON_HITS = {"gpu_run_h100_cifar_workers": "CIFAR tensors in memory, no image files to decode",
-            "imagefolder_dali_h100": "the batches already come from DALI",
-            "imagefolder_baseline_h100": "4 workers on 16 cores: more workers come first (ADV118)",
-            "imagefolder_workers8_h100": "8 workers on 16 cores: more workers come first (ADV118)"}
+            "imagefolder_dali_h200": "the batches already come from DALI",
+            "imagefolder_baseline_h200": "4 workers on 16 cores: more workers come first (ADV118)",
+            "imagefolder_workers8_h200": "8 workers on 16 cores: more workers come first (ADV118)"}
 
 
 def _rate(per_s: float) -> str:

@@ -320,3 +320,16 @@ def test_the_rule_catalogue_page_is_generated_from_the_docstrings():
     text = (REPO / "docs" / "rules.md").read_text()
     for rule in RULES:
         assert f"{rule.code}" in text and rule.name in text
+
+
+def test_decode_bound_loader_evidence_measures_the_workers_against_the_model():
+    """ADV119 on the H200 ImageFolder run with 16 workers: a sample's measured cost bounds what
+    the workers make (5,882 samples/s; 5,506 were measured), under what the model consumes
+    between waits (11,423; DALI then stepped at 11,242), and each transform's DALI operator."""
+    findings, _ = run_case("imagefolder_workers16_h200", rules=[r for r in RULES if r.code == "ADV119"])
+    (f,) = findings
+    text = "\n".join(f["evidence"])
+    assert "num_workers=16 on 16 CPU cores" in text and "20,000 files" in text
+    assert re.search(r"16 workers make at most 5,\d{3} samples/s; the model consumes 11,\d{3} samples/s", text)
+    assert "RandomResizedCrop -> fn.decoders.image_random_crop + fn.resize" in text
+    assert f["fix"]["intervention"] == "dali" and not f["fix"].get("suggest_only")
