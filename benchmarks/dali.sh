@@ -16,7 +16,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 W=${W:-/tmp/dali-bench}; mkdir -p "$W"
 JPEGS=$W/jpegs            # imagefolder-data/ (the example's --out layout) and imagenet/{train,val}
 N=${N:-20000}             # training JPEGs, 256 px, 10 classes
-BUDGET=${BUDGET:-6}
+BUDGET=${BUDGET:-4}
 FIXES=${FIXES:-dataloader-workers,amp,channels-last,dali,cached-batch}
 
 keep() {  # RUN_DIR NAME: the run directory with its traces, in <= 15 MB parts
