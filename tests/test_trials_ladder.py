@@ -1005,3 +1005,31 @@ def test_an_accepted_group_value_is_settled_before_other_fixes_run_on_top(tmp_pa
     assert names[:3] == ["00-baseline-repeat", "01-dataloader-workers-8", "02-dataloader-workers-4"], names
     assert calls[3][1] == (w8, "amp(dtype=bfloat16)")   # AMP on the winner
     assert [s["name"] for s in result["stack"]] == ["dataloader-workers", "amp"]
+
+
+def test_a_dali_trial_is_never_started_ahead(tmp_path, monkeypatch):
+    """Guesses whose stack holds the dali fix are left to start fresh (a DALI pipeline started
+    ahead stalled a step of its window 0.5-0.8 s on an H200); the others are started."""
+    from advisor.trials import lookahead
+
+    started = []
+
+    class FakeHeld:
+        def __init__(self, spec, *a, **k):
+            self.spec, self.key = spec, lookahead.spec_key(spec)
+            started.append(spec["run_name"])
+
+        def alive(self):
+            return True
+
+        def warmed_up(self):
+            return False
+
+    monkeypatch.setattr(lookahead, "HeldChild", FakeHeld)
+    monkeypatch.setattr(lookahead, "start_warm", lambda *a, **k: None)
+    ahead = lookahead.Lookahead(tmp_path, 3, None, False)
+    dali = {"run_name": "03-dali", "interventions": [{"name": "dataloader-workers"}, {"name": "dali"}]}
+    amp = {"run_name": "03-amp", "interventions": [{"name": "dataloader-workers"}, {"name": "amp"}]}
+    ahead.guess({"run_name": "02-dataloader-workers-8", "interventions": []}, [dali, amp])
+    assert started == ["03-amp"]
+    assert ahead.log[-1]["guesses"] == ["03-amp"]
