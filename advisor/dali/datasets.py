@@ -108,7 +108,7 @@ def _custom(dataset, expr: str) -> Files:
         samples = f"list(zip({expr}.{paths}, {expr}.{labels}))"
     else:
         raise NotFiles(f"{name} holds no list of image paths with integer labels that __getitem__ reads")
-    if not re.search(r"Image\.open|read_image|decode_image|imread", code):
+    if not re.search(r"Image\.open|read_image|decode_image", code):   # not cv2.imread: BGR, where DALI decodes RGB
         raise NotFiles(f"{name}.__getitem__ does not open its files with PIL or torchvision.io")
     if re.search(r"target_transform\(", code) and getattr(dataset, "target_transform", None) is not None:
         raise NotFiles(f"{name} has a target_transform (DALI hands over the label as stored)")
