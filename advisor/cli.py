@@ -37,6 +37,9 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
                    help="record allocator events in the trace (memory timeline; adds profiler overhead)")
     p.add_argument("--with-stack", action="store_true", help="record Python stacks in the trace (larger)")
     p.add_argument("--shapes", action="store_true", help="record operator input shapes in the trace")
+    p.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
+                   help="run the script under torch.distributed.run with N processes, as torchrun --nproc-per-node N "
+                        "would; every rank under advisor, one report (default 1)")
     p.add_argument("--no-trials", action="store_true", help="diagnose only; do not trial fixes")
     p.add_argument("--fix", help="trial only these fixes (comma-separated)")
     p.add_argument("--apply", metavar="FIX[:KEY=VALUE...],...",

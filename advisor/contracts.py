@@ -65,12 +65,13 @@ class RunDocument(TypedDict, total=False):
     roofline: dict[str, Any]
     schedule: dict[str, Any]
     own_traces: dict[str, Any]
+    ranks: list[dict[str, Any]]    # one row per rank of an --nproc-per-node run (pipeline.rank_analyses)
 
 
 REQUIRED = {"schema": int, "status": str, "incomplete_reasons": list, "measurement": dict, "config": dict,
             "environment": dict, "findings": list, "trials": list}
 TYPES = {"analysis": (dict, type(None)), "patch": dict, "roofline": dict, "schedule": dict, "own_traces": dict,
-         "trial_summary": dict, "notes": list, "traces": dict}
+         "trial_summary": dict, "notes": list, "traces": dict, "ranks": list}
 
 
 class ContractError(ValueError):

@@ -25,18 +25,22 @@ def summary(doc: dict, child: dict) -> dict:
                  "why_not": flops.get("why_not") if not fps else None,
                  "bf16_peak_tflops": roofline.peak_tflops(gpu, "bf16")}
     base_rate = (doc.get("measurement") or {}).get("samples_per_s")
-    out["baseline"] = {"samples_per_s": base_rate,
-                       **roofline.for_rate(fps, base_rate, gpu, roofline.compute_dtype(doc.get("config")))}
+    # samples/s count every rank's batch; TFLOP/s and MFU are each GPU's (one rank a GPU)
+    gpus = max(1, int((doc.get("measurement") or {}).get("ranks") or 1))
+
+    def for_rate(rate, dtype):
+        return roofline.for_rate(fps, rate / gpus if rate else rate, gpu, dtype)
+    out["baseline"] = {"samples_per_s": base_rate, **for_rate(base_rate, roofline.compute_dtype(doc.get("config")))}
     trials = doc.get("trials") or []
     kept = measure.kept_trial(trials)
     if kept is not None:
         out["stack"] = {"samples_per_s": kept.get("samples_per_s"), "trial": kept.get("name"),
-                        **roofline.for_rate(fps, kept.get("samples_per_s"), gpu, kept.get("compute_dtype") or "fp32")}
+                        **for_rate(kept.get("samples_per_s"), kept.get("compute_dtype") or "fp32")}
     ceiling = next((t for t in trials if t.get("ceiling")), None)
     if ceiling is not None:
         rate = ceiling.get("samples_per_s") if ceiling.get("status") == "bound" else None
         out["ceiling"] = {"samples_per_s": rate, "status": ceiling.get("status"), "reason": ceiling.get("reason"),
-                          **roofline.for_rate(fps, rate, gpu, ceiling.get("compute_dtype") or "fp32")}
+                          **for_rate(rate, ceiling.get("compute_dtype") or "fp32")}
         top = (out.get("stack") or out["baseline"]).get("samples_per_s")
         if rate and top:
             out["ceiling"]["kept_fraction"] = top / rate

@@ -82,10 +82,12 @@ def left_out_text(child: dict) -> str | None:
 
 def samples_per_s(child: dict, ms: float | None = None) -> float | None:
     """Samples a second: the step's batches (micro_batches) over its time, the window's unless
-    ``ms`` is given (a trial's mean over its runs)."""
+    ``ms`` is given (a trial's mean over its runs); a run of several ranks counts every rank's
+    batch (the ranks step together: the run's global samples/s)."""
     ms = step_ms(child) if ms is None else ms
     batch = child.get("batch_size")
-    return batch * micro_batches(child) * 1000.0 / ms if ms and batch else None
+    ranks = max(1, int(child.get("world_size") or 1))
+    return batch * micro_batches(child) * ranks * 1000.0 / ms if ms and batch else None
 
 
 def hold_batch(child: dict, base: dict, batch_changes: bool) -> str | None:

@@ -34,6 +34,7 @@ class AnalyzeOptions:
     record_shapes: bool = False
     rules_dirs: list[str] = field(default_factory=list)
     run_name: str = "baseline"
+    nproc_per_node: int = 1          # >1: under torch.distributed.run, every rank under advisor (runner/ranks.py)
     thresholds: object = None        # advisor.thresholds.Thresholds the rules use (None: the defaults)
 
 
@@ -54,6 +55,7 @@ def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeO
         "with_stack": opts.with_stack,
         "record_shapes": opts.record_shapes,
         "interventions": interventions or [],
+        "nproc_per_node": opts.nproc_per_node,
         # the lines of the script's code that ran (runner/lines.py), for the patch's anchors:
         # the baseline's alone are read, so trials do not pay for them
         "record_lines": True,
@@ -87,6 +89,8 @@ def summarize_measurement(child: dict) -> dict:
                  "batch_size_source": child.get("batch_size_source"),
                  "micro_batches": measure.micro_batches(child),
                  "left_out_steps": child.get("left_out_steps") or {}}
+    if int(child.get("world_size") or 1) > 1:
+        out["ranks"] = int(child["world_size"])   # samples/s counts every rank's batch
     if not times:
         return out
     out["step_time_ms"] = measure.step_ms(child)
@@ -119,6 +123,42 @@ def analyze_trace_files(run_dir: Path, trace_files: list[str]) -> tuple[dict | N
     except TraceError as exc:
         return None, None, f"trace unreadable: {exc}"
     return analyze(model), model, None
+
+
+def rank_analyses(run_dir: Path, child: dict, analysis: dict | None) -> tuple[list, list, list[dict]]:
+    """For a run of several ranks: the other ranks' trace models and analyses (the rules read
+    them beside rank 0's: exposed communication, stragglers) and one row per rank: its timed
+    step, data wait, and its profiled phases and communication per step."""
+    from advisor.metrics import analyze
+    from advisor.trace import TraceError, load_trace
+
+    models, analyses, rows = [], [], []
+    for r in child.get("ranks") or []:
+        row = {"rank": r["rank"], "device": r.get("device"), "trace_files": r.get("trace_files") or []}
+        times = [t for t in r.get("step_times_ms") or [] if t is not None]
+        if r.get("measure_window_ms") and times:
+            row["step_time_ms"] = r["measure_window_ms"] / len(times)
+        waits = [w for w in r.get("data_wait_ms") or [] if w is not None]
+        if waits:
+            row["data_wait_ms"] = sum(waits) / len(waits)
+        a = analysis if r["rank"] == 0 else None
+        if r["rank"] != 0 and r.get("trace_files"):
+            try:
+                model = load_trace(run_dir / r["trace_files"][-1])
+                a = analyze(model)
+                models.append(model)
+                analyses.append(a)
+            except TraceError as exc:
+                row["trace_error"] = str(exc)
+        if a:
+            row["breakdown_ms"] = {k: round(float(v), 3) for k, v in (a.get("breakdown") or {}).items()}
+            comm = a.get("communication") or {}
+            row["communication_ms"] = comm.get("ms_per_step")
+            row["exposed_communication_ms"] = comm.get("exposed_ms_per_step")
+        if r.get("missing"):
+            row["missing"] = r["missing"]
+        rows.append(row)
+    return models, analyses, rows
 
 
 def merge_child_results(analysis: dict | None, child: dict) -> None:

@@ -51,7 +51,9 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, measure_min_s=ns.min_time, timeout=ns.timeout,
         step_timeout=ns.step_timeout, stall_timeout=ns.stall_timeout, out=ns.out, record_memory=ns.memory,
         with_stack=ns.with_stack, record_shapes=ns.shapes, rules_dirs=ns.rules,
-        thresholds=ns.thresholds)
+        thresholds=ns.thresholds, nproc_per_node=max(1, ns.nproc_per_node))
+    if opts.nproc_per_node > 1:
+        ns.lookahead = 0   # ranks start under torch.distributed.run, never ahead (runner/ranks.py)
     try:
         run_dir = rundir.new_run_dir(script, ns.out)
     except OSError as exc:
@@ -80,10 +82,14 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     analysis, model, trace_err = pipeline.analyze_trace_files(run_dir, child.get("trace_files") or [])
     pipeline.merge_child_results(analysis, child)
     extra = [trace_err] if trace_err and child.get("status") == "complete" else []
+    rank_models, rank_analyses, rank_rows = pipeline.rank_analyses(run_dir, child, analysis)
     findings, skipped = pipeline.run_findings(model, analysis, child.get("config") or {},
                                               child.get("environment") or {}, opts.rules_dirs,
+                                              extra_models=rank_models, extra_analyses=rank_analyses,
                                               thresholds=opts.thresholds)
     doc = pipeline.build_run_document(spec, child, analysis, findings, skipped, extra)
+    if rank_rows:
+        doc["ranks"] = rank_rows
     if child.get("schedule"):
         doc["schedule"] = child["schedule"]
     doc["roofline"] = headroom.summary(doc, child)

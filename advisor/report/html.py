@@ -21,6 +21,7 @@ import orjson
 
 from advisor.report import view
 from advisor.report.charts import bars as _bars, nums as _nums, timeline as _timeline
+from advisor.report.ranks import COLUMNS as RANK_COLUMNS, table as rank_table
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("advisor.report", "templates"),
@@ -93,7 +94,8 @@ def run_context(doc: dict, run_dir: Path | None) -> tuple[dict, dict]:
            "env_rows": view.environment_rows(doc.get("environment") or {}),
            "memory": view.memory_view(doc, best), "kernel_rows": view.kernel_rows(analysis),
            "traces": view.traces_view(rows, run_dir), "timelines": timelines, "overhead": rows[0]["overhead"],
-           "title": " ".join(str(a) for a in (doc.get("command") or {}).get("argv") or []) or "run"}
+           "title": " ".join(str(a) for a in (doc.get("command") or {}).get("argv") or []) or "run",
+           "ranks": rank_table(doc), "rank_columns": [c for c, _ in RANK_COLUMNS]}
     data = {"kind": "run", "rows": _bars(rows, scaled=True), "noise": head["noise"], "threshold": head["threshold"],
             "best": best["name"] if best else None, "timelines": timelines,
             "kernel_series": [{"label": "baseline", "shares": _nums(analysis.get("kernel_time_by_class")),

@@ -138,6 +138,8 @@ def print_summary(doc: dict, console: Console) -> None:
     head.add_row("device", escape(str(env.get("gpu_name") or "CPU")))
     head.add_row("step time", f"{_fmt(meas.get('step_time_ms'), ' ms', 2)} (a window of {meas.get('steps_measured', 0)} unprofiled steps)")
     batch = batch_text(meas.get("batch_size"), meas.get("micro_batches")) or "?"
+    if meas.get("ranks"):
+        batch += f" on each of {meas['ranks']} ranks"
     head.add_row("throughput", f"{_fmt(meas.get('samples_per_s'), ' samples/s')} (batch {batch})")
     if doc.get("applied"):
         head.add_row("applied (--apply)", escape("; ".join(doc["applied"])))
@@ -147,6 +149,7 @@ def print_summary(doc: dict, console: Console) -> None:
                                                      else f": {escape('; '.join(doc.get('incomplete_reasons') or []))}"))
     console.print(head)
     _print_analysis(console, analysis, doc.get("findings") or [], meas)
+    _print_ranks(console, doc)
     tt = trials_table(doc)
     if tt is not None:
         console.print(tt)
@@ -204,3 +207,20 @@ def _print_analysis(console: Console, analysis: dict, findings: list, measuremen
     for table in [kernel_table(analysis) if analysis else None, findings_table(findings)]:
         if table is not None:
             console.print(table)
+
+
+def _print_ranks(console: Console, doc: dict) -> None:
+    """Each rank's step, phases and communication (advisor.report.ranks), ms per step."""
+    from advisor.report.ranks import COLUMNS, table
+
+    rows = table(doc)
+    if not rows:
+        return
+    t = Table(title="each rank, ms per step: step and data wait timed; forward, backward, optimizer and "
+                    "communication (exposed: no compute beside it) profiled", title_style="")
+    for head in ("rank", "device", *(c for c, _ in COLUMNS)):
+        t.add_column(head, justify="left" if head in ("rank", "device") else "right")
+    for r in rows:
+        t.add_row(str(r["rank"]), escape(str(r["device"] or "?")),
+                  *("–" if v is None else f"{v:.2f}" for v in r["cells"]))
+    console.print(t)

@@ -14,7 +14,7 @@ import threading
 import time
 from time import perf_counter
 
-from advisor.runner import environment
+from advisor.runner import environment, ranks
 from advisor.runner._util import flush_std, one_line_exception
 from advisor.runner.flops import StepFlops
 from advisor.runner.lines import STOP_AFTER_STEPS
@@ -33,7 +33,11 @@ class StopScript(BaseException):
 class Controller(Profiling, Reporting):
     def __init__(self, spec: dict):
         self.spec = spec
-        self.run_dir = os.path.abspath(spec["run_dir"])  # the script may chdir
+        base_dir = os.path.abspath(spec["run_dir"])  # the script may chdir
+        # Under torch.distributed.run every rank has a runner; rank r > 0 writes under ranks/
+        self.rank, self.world_size = ranks.world()
+        self.run_dir = ranks.rank_dir(base_dir, self.rank)
+        os.makedirs(self.run_dir, exist_ok=True)
         self.run_name = spec.get("run_name") or "baseline"
         self.cwd = spec.get("cwd") or os.getcwd()
         self.warmup = max(0, int(spec.get("warmup_steps", 5)))
@@ -42,7 +46,10 @@ class Controller(Profiling, Reporting):
         # Short steps make a short window, and a short window is at the mercy of the host's
         # moment-to-moment speed: measure for at least measure_min_s (window.py).
         self.oneoffs = OneOffs()
-        self.window = Window(self.measure_n, spec.get("measure_min_s", 0.0), self.oneoffs)
+        if self.world_size > 1:   # every rank stops at the same step: counted in steps alone (runner/ranks.py)
+            self.window = Window(self.measure_n, 0.0, None)
+        else:
+            self.window = Window(self.measure_n, spec.get("measure_min_s", 0.0), self.oneoffs)
         self.settle = 0     # untimed steps left before the window opens
         self._settle_n = 0  # how many the window waited for (and the profiler warms up with)
         self.settled = 0
@@ -59,7 +66,7 @@ class Controller(Profiling, Reporting):
         self.record_shapes = bool(spec.get("record_shapes", False))
         # Traces go to <tb root>/<run_name>; trace_files are relative to the tb root's parent
         # (the run dir; for trials, the main run dir whose tb/ they share via spec["tb_dir"]).
-        tb_root = os.path.abspath(spec.get("tb_dir") or os.path.join(self.run_dir, "tb"))
+        tb_root = os.path.abspath(spec.get("tb_dir") or os.path.join(base_dir, "tb"))
         self.tb_dir = os.path.join(tb_root, self.run_name)
         self.trace_base = os.path.dirname(tb_root)
 

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 
+from advisor.runner import ranks
 from advisor.runner._util import PARENT_ENV, read_json, write_json_atomic
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
@@ -26,23 +27,29 @@ STACKS = "stacks.txt"  # where the child's faulthandler writes every thread's st
 _PY_SUFFIXES = (".py", ".pyw")
 
 
-def start_child(spec_path: str, cwd: str | None, stdout_to_stderr: bool, warm=None) -> tuple[subprocess.Popen, bool]:
+def start_child(spec_path: str, cwd: str | None, stdout_to_stderr: bool, warm=None,
+                spec: dict | None = None) -> tuple[subprocess.Popen, bool]:
     """The child for the spec at spec_path: the process started ahead (a runner.ahead.WarmChild,
-    used or closed) when it fits, else a fresh one; and whether it was the one started ahead."""
-    proc = warm.go(spec_path) if warm is not None and warm.fits(cwd, stdout_to_stderr) else None
+    used or closed) when it fits, else a fresh one; and whether it was the one started ahead.
+    A spec with nproc_per_node > 1 starts under torch.distributed.run, never from one ahead."""
+    several = spec is not None and ranks.nproc(spec) > 1
+    proc = warm.go(spec_path) if warm is not None and not several and warm.fits(cwd, stdout_to_stderr) else None
     if proc is not None:
         return proc, True
     if warm is not None:
         warm.close()
+    if several:
+        return _spawn(ranks.launch_args(spec, BOOTSTRAP, spec_path), cwd, stdout_to_stderr, bare=True), False
     return _spawn([spec_path], cwd, stdout_to_stderr), False
 
 
-def _spawn(args: list[str], cwd: str | None, stdout_to_stderr: bool) -> subprocess.Popen:
-    """bootstrap.py in a new session (its own process group, killed as one), in the script's
-    cwd; ``stdout_to_stderr`` (--json): the script's prints go to stderr."""
+def _spawn(args: list[str], cwd: str | None, stdout_to_stderr: bool, bare: bool = False) -> subprocess.Popen:
+    """bootstrap.py (``bare``: the command line as given) in a new session (its own process
+    group, killed as one), in the script's cwd; ``stdout_to_stderr`` (--json): the script's
+    prints go to stderr."""
     env = {**os.environ, PARENT_ENV: str(os.getpid())}  # taken out again before the script runs
-    return subprocess.Popen([sys.executable, BOOTSTRAP, *args], cwd=cwd or None, start_new_session=True,
-                            stdout=sys.stderr.fileno() if stdout_to_stderr else None, env=env)
+    return subprocess.Popen([sys.executable, *(args if bare else [BOOTSTRAP, *args])], cwd=cwd or None,
+                            start_new_session=True, stdout=sys.stderr.fileno() if stdout_to_stderr else None, env=env)
 
 
 # ---------------------------------------------------------------------- validation
@@ -177,7 +184,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
         open(progress_path, "wb").close()
         # stdout_to_stderr: `--json` keeps stdout for advisor's JSON alone; the script's prints
         # still reach the terminal, on stderr.
-        proc, started_warm = start_child(spec_path, spec.get("cwd"), stdout_to_stderr, warm)
+        proc, started_warm = start_child(spec_path, spec.get("cwd"), stdout_to_stderr, warm, spec)
     else:
         started_warm = True
         if warm is not None:
@@ -243,7 +250,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
                 forwarded = signals["int"]
                 interrupted = True
                 if forwarded == 1:
-                    _send(proc, signal.SIGINT)
+                    _interrupt(proc, pgid, spec)
                     kill_at = now + grace
                 else:  # pressed again: stop waiting
                     _kill_group(pgid, signal.SIGKILL)
@@ -265,7 +272,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
                     _send(proc, getattr(signal, "SIGUSR2", signal.SIGINT))  # faulthandler: the stacks
                     time.sleep(0.5)
                 if kill_reason is not None:
-                    _send(proc, signal.SIGINT)  # python raises KeyboardInterrupt: the child saves
+                    _interrupt(proc, pgid, spec)  # python raises KeyboardInterrupt: the child saves
                     kill_at = now + grace
             if kill_at is not None and now > kill_at:
                 _kill_group(pgid, signal.SIGKILL)
@@ -308,10 +315,21 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
         result["startup"]["spawned"] = round(spawned, 3)
         if started_held:  # ... or the release: what it did before is negative, done ahead
             result["startup"]["ahead_spawned"] = round(held.spawned, 3)
+    if ranks.nproc(spec) > 1:
+        result["ranks"] = ranks.collect(spec, result)
     reasons = _reasons(result, total, kill_reason, interrupted, missing)
     result["status"] = "incomplete" if reasons else "complete"
     result["incomplete_reasons"] = reasons
     return result
+
+
+def _interrupt(proc, pgid: int, spec: dict) -> None:
+    """SIGINT to the child, and with several ranks to every rank: torch.distributed.run answers
+    its own SIGINT with SIGTERM to its workers, which would die without saving."""
+    if ranks.nproc(spec) > 1:
+        _kill_group(pgid, signal.SIGINT)
+    else:
+        _send(proc, signal.SIGINT)
 
 
 def _send(proc, sig) -> None:

@@ -36,7 +36,7 @@ class Profiling:
             self.prof = REAL_PROFILE(
                 activities=acts,
                 schedule=schedule(wait=0, warmup=sched_warmup, active=self.profile_n, repeat=1),
-                on_trace_ready=tensorboard_trace_handler(self.tb_dir, use_gzip=True),
+                on_trace_ready=tensorboard_trace_handler(self.tb_dir, worker_name=self._worker_name(), use_gzip=True),
                 record_shapes=self.record_shapes,
                 profile_memory=self.record_memory,
                 with_stack=self.with_stack,
@@ -75,9 +75,15 @@ class Profiling:
         self.prof = None
         self._collect_traces()
 
+    def _worker_name(self) -> str | None:
+        """Each rank's trace file is named for its rank (TensorBoard's distributed view shows
+        the ranks as its workers); a single process keeps torch's host_pid name."""
+        return f"rank{self.rank}" if self.world_size > 1 else None
+
     def _collect_traces(self) -> None:
+        mine = f"{self._worker_name()}." if self.world_size > 1 else ""
         try:
-            names = sorted(n for n in os.listdir(self.tb_dir) if ".pt.trace.json" in n)
+            names = sorted(n for n in os.listdir(self.tb_dir) if ".pt.trace.json" in n and n.startswith(mine))
         except OSError:
             names = []
         rel = os.path.relpath(self.tb_dir, self.trace_base)

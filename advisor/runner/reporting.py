@@ -39,6 +39,7 @@ class Reporting:
         obs = self.observer
         return {
             "stage": self.stage,
+            "rank": self.rank, "world_size": self.world_size,
             "steps_seen": self.steps_seen,
             "step_times_ms": [round(x, 4) for x in self.window.step_times_ms],
             "measure_window_ms": None if self.window.window_ms is None else round(self.window.window_ms, 4),

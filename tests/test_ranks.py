@@ -1,0 +1,70 @@
+"""advisor analyze --nproc-per-node 2 on the CPU over gloo: the script launched as torchrun
+launches it, every rank under advisor, one report with each rank's breakdown and trace, and a
+trial that runs every rank with the fix (a real DDP script: tests/fixtures/scripts/ddp_gloo.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parent / "fixtures" / "scripts" / "ddp_gloo.py"
+
+
+def _analyze(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp / "run"
+    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", "--nproc-per-node", "2", "--out", str(out),
+                           *args, str(SCRIPT)], cwd=tmp, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, json.loads((out / "run.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def diagnosed(tmp_path_factory):
+    return _analyze(tmp_path_factory.mktemp("ranks"), "--no-trials")
+
+
+def test_every_rank_runs_under_advisor_and_writes_its_own_record_and_trace(diagnosed):
+    _, doc = diagnosed
+    run = Path(doc["run_dir"])
+    assert doc["status"] == "complete"
+    rank1 = json.loads((run / "ranks" / "rank1" / "child.json").read_text())
+    assert rank1["rank"] == 1 and rank1["world_size"] == 2
+    # the same schedule on both ranks: both stopped at the same step, neither left waiting
+    rank0 = json.loads((run / "child.json").read_text())
+    assert rank0["steps_seen"] == rank1["steps_seen"] and len(rank0["step_times_ms"]) == len(rank1["step_times_ms"]) == 20
+    traces = sorted(p.name.split(".")[0] for p in (run / "tb" / "baseline").glob("*.pt.trace.json.gz"))
+    assert traces == ["rank0", "rank1"]   # one TensorBoard run, one worker per rank
+    assert [r["trace_files"][-1].split("/")[-1].split(".")[0] for r in doc["ranks"]] == ["rank0", "rank1"]
+
+
+def test_one_report_with_each_ranks_breakdown_and_communication(diagnosed):
+    proc, doc = diagnosed
+    rows = doc["ranks"]
+    assert [r["rank"] for r in rows] == [0, 1]
+    for r in rows:
+        assert r["step_time_ms"] > 0 and r["breakdown_ms"]["backward"] > 0
+        assert r["communication_ms"] > 0   # gloo's all-reduce, from each rank's own trace
+    assert doc["measurement"]["ranks"] == 2
+    # samples/s count both ranks' batches of 32
+    m = doc["measurement"]
+    assert m["samples_per_s"] == pytest.approx(32 * 2 * 1000.0 / m["step_time_ms"], rel=1e-6)
+    assert "each rank" in proc.stderr + proc.stdout and "on each of 2 ranks" in proc.stderr + proc.stdout
+    html = (Path(doc["run_dir"]) / "index.html").read_text()
+    assert 'id="ranks-table"' in html
+
+
+def test_a_trial_runs_every_rank_with_the_fix_and_the_patch_is_verified_across_ranks(tmp_path):
+    _, doc = _analyze(tmp_path, "--fix", "fused-optimizer", "--budget", "3")
+    trial = next(t for t in doc["trials"] if t["name"].endswith("fused-optimizer"))
+    assert trial["status"] in ("accepted", "rejected"), trial
+    tdir = Path(doc["run_dir"]) / "trials" / trial["name"]
+    for child in (tdir / "child.json", tdir / "ranks" / "rank1" / "child.json"):
+        opt = json.loads(child.read_text())["config"]["optimizer"]["value"]
+        assert opt["fused"] or opt["foreach"], opt   # the fix applied in each rank
+    if trial["status"] == "accepted":
+        v = doc["patch"]["verification"]
+        assert v["status"] == "verified" and v["checks"][0]["took_effect"]
