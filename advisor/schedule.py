@@ -113,6 +113,8 @@ def complete(first: dict, spec: dict, sched: Schedule, run, say=None) -> dict:
         runs.append({"run": "timing", **sched.timing, "status": t.get("status")})
         if measure.step_times(t) and t.get("measure_window_ms"):
             merged.update({k: t.get(k) for k in TIMING_KEYS if k in t})
+            if t.get("ranks"):   # each rank's timed steps (runner/ranks.py)
+                merged["ranks"] = t["ranks"]
         else:
             reasons.append("the timing run measured no step: " + ("; ".join(t.get("incomplete_reasons") or [])
                                                                   or "unknown"))
@@ -123,6 +125,8 @@ def complete(first: dict, spec: dict, sched: Schedule, run, say=None) -> dict:
         runs.append({"run": "profile", **sched.profile, "status": p.get("status")})
         if p.get("trace_files"):
             merged["trace_files"] = list(p["trace_files"])   # relative to the shared tb root's parent
+            traced = {r["rank"]: r.get("trace_files") or [] for r in p.get("ranks") or []}
+            merged["ranks"] = [{**r, "trace_files": traced.get(r["rank"], [])} for r in merged.get("ranks") or []]
         else:
             reasons.append("the profiling run wrote no trace: " + ("; ".join(p.get("incomplete_reasons") or [])
                                                                    or "unknown"))
