@@ -86,3 +86,14 @@ def test_tensorboard_profiler_plugin_reads_runs(tb_logdir, query_tb_profiler):
     assert env["Device Type"] == "CPU"
     assert overview.get("performance"), overview.keys()
     assert info["overview"]["trial-amp"], "empty overview for trial-amp"
+
+
+def test_the_plugin_shows_each_rank_of_an_nproc_run_as_a_worker(query_tb_profiler):
+    """`advisor analyze --nproc-per-node 2` on 2 H200s (reports/examples/ddp_resnet-nproc2-h200):
+    one TensorBoard run, the two ranks its workers, and the plugin's distributed view over them."""
+    from pathlib import Path
+
+    logdir = Path(__file__).resolve().parent.parent / "reports" / "examples" / "ddp_resnet-nproc2-h200" / "tb"
+    info = query_tb_profiler(logdir, runs=["baseline"], timeout=120)
+    assert sorted(info["workers"]["baseline"]) == ["rank0", "rank1"]
+    assert "Distributed" in info["views"]["baseline"], info["views"]["baseline"]
