@@ -35,7 +35,8 @@ class Controller(Profiling, Reporting):
         self.spec = spec
         base_dir = os.path.abspath(spec["run_dir"])  # the script may chdir
         # Under torch.distributed.run every rank has a runner; rank r > 0 writes under ranks/
-        self.rank, self.world_size = ranks.world()
+        # (only when advisor launched them: a run of advisor itself under torchrun is one process)
+        self.rank, self.world_size = ranks.world() if ranks.nproc(spec) > 1 else (0, 1)
         self.run_dir = ranks.rank_dir(base_dir, self.rank)
         os.makedirs(self.run_dir, exist_ok=True)
         self.run_name = spec.get("run_name") or "baseline"
