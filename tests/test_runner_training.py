@@ -54,7 +54,8 @@ def test_training_loop(tmp_path, capfd):
     assert cfg["dataloader"]["where"] == site("DataLoader(ds")
     assert cfg["dataloader"]["value"] == {
         "batch_size": 8, "num_workers": 0, "pin_memory": False, "persistent_workers": False,
-        "prefetch_factor": None, "dataset_type": "TensorDataset", "transforms": None}
+        "prefetch_factor": None, "dataset_type": "TensorDataset", "transforms": None,
+        "dali": {"why_not": "TensorDataset holds no list of image paths with integer labels that __getitem__ reads"}}
     assert cfg["optimizer"] == {"value": {"class": "SGD", "foreach": None, "fused": None, "lr": 0.05},
                                 "where": site("optim.SGD(")}
     assert cfg["cudnn.benchmark"] == {"value": True, "where": site("cudnn.benchmark = True")}
@@ -549,8 +550,10 @@ def test_a_guessed_process_waits_at_its_first_cuda_use_and_takes_the_trials_plac
     from advisor.runner.ahead import AHEAD_NICE
 
     assert os.getpriority(os.PRIO_PROCESS, held.proc.pid) == AHEAD_NICE  # on the cores left idle
-    held.pause()  # it waits: nothing to stop
-    assert not held.paused
+    # stopped like any guess while another process times its steps: waiting itself, its
+    # DataLoader workers may still be filling their queues; the release resumes it
+    held.pause()
+    assert held.paused
     assert not (tmp_path / "trials" / "03-fix").exists()
     res = run_child(spec, timeout=120, step_timeout=60, held=held)
     assert res["status"] == "complete", res["incomplete_reasons"]
