@@ -598,3 +598,20 @@ def test_one_renderer_interface_over_saved_runs(tmp_path):
         render("pdf", run)
     with pytest.raises((OSError, ValueError)):
         SavedRun.load(tmp_path / "nothing")
+
+
+@needs_chromium
+def test_a_run_of_two_ranks_shows_each_rank_in_chromium(tmp_path):
+    """`--nproc-per-node 2` on 2 H200s over NCCL (reports/examples/ddp_resnet-nproc2-h200): the
+    page re-rendered from its run.json shows each rank's step, phases and NCCL time, cleanly."""
+    src = REPO / "reports" / "examples" / "ddp_resnet-nproc2-h200"
+    run = copy_run(src, tmp_path / "ddp")
+    assert advisor("report", run).returncode == 0
+    page = chromium.open_page(run / "index.html", screenshot=ARTIFACTS / "report-ranks.png")
+    assert_clean(page)
+    dom = page.dom
+    table = dom.split('id="ranks-table"', 1)[1].split("</table>", 1)[0]
+    assert table.count("<tr>") == 3 and "cuda:0" in table and "cuda:1" in table
+    for needle in ("65.37 ms", "64.99 ms", "1.44 ms", "0.61 ms"):   # steps, NCCL, exposed NCCL
+        assert needle in table, needle
+    assert "3,916" in dom   # samples/s over both ranks
