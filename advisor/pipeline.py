@@ -75,11 +75,18 @@ def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: Analyze
     spec["record_lines"] = False
     spec["count_flops"] = False
     spec["seed"] = 0
+    spec["nproc_per_node"] = launch_nproc(interventions, opts.nproc_per_node)
     if quiet_s:
         spec["quiet_s"] = quiet_s
     if not profile:
         spec["profile_steps"] = 0
     return spec
+
+
+def launch_nproc(interventions: list[dict], default: int = 1) -> int:
+    """The processes a run of these fixes launches: the ddp fix's, else the run's own."""
+    n = [int((i.get("params") or {}).get("nproc") or 2) for i in interventions or [] if i.get("name") == "ddp"]
+    return max(n) if n else default
 
 
 def summarize_measurement(child: dict) -> dict:

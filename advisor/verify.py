@@ -129,6 +129,9 @@ def _check(fix: dict, config: dict, base: dict) -> tuple[bool | None, str, str]:
     if name == "preload-dataset":
         got = loader.get("dataset_type")
         return (None if got is None else got == "_PreloadedOnDevice"), "dataset _PreloadedOnDevice", f"dataset {got}"
+    if name == "ddp":
+        got = _value(config, "data_parallel").get("class")
+        return got == "DistributedDataParallel", "the model in DistributedDataParallel", f"model wrapper {got}"
     if name == "dali":
         got = int(_value(config, "dali").get("iterators") or 0)   # absent: DALI never imported
         return got > 0, "batches from a DALI iterator", f"{got} DALI iterators"
@@ -190,11 +193,14 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         return {**out, "status": "not applied", "error": error}
     patched = str(tree / os.path.basename(script))
     runs: list[dict] = []
-    batch_changes = any(f.get("intervention") == "batch-size" for f in fixes)
+    batch_changes = any(f.get("intervention") in ("batch-size", "ddp") for f in fixes)
     for attempt in range(2):
         spec = pipeline.trial_spec(patched, out["argv"], run_dir, opts, NAME, [], profile=False)
         spec["run_dir"] = str(Path(run_dir) / "verify" / f"run-{attempt + 1}")   # not a trial's
         spec["project_dirs"] = [root]
+        # the patched script of a ddp fix runs as torchrun runs it (the report gives the command)
+        spec["nproc_per_node"] = pipeline.launch_nproc([{"name": f.get("intervention"), "params": f.get("params")}
+                                                        for f in fixes], opts.nproc_per_node)
         if progress:
             progress("verifying fixes.patch as plain python" + (" (again)" if attempt else ""))
         child = run_child(spec, timeout=timeout, step_timeout=opts.step_timeout, stdout_to_stderr=stdout_to_stderr,

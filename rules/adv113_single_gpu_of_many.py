@@ -13,13 +13,18 @@ Example:
     model = nn.DataParallel(model)          # or: 8 GPUs visible, model.cuda() on one
 
 Fix:
-    Use DistributedDataParallel with one process per GPU:
-    torchrun --nproc_per_node=NUM_GPUS train.py
-    model = DDP(model.to(local_rank), device_ids=[local_rank]) and a DistributedSampler.
+    Use DistributedDataParallel with one process per GPU (``ddp``), launched with
+    ``torchrun --nproc-per-node NUM_GPUS train.py``: each process on its own GPU, the model in
+    DDP, the DataLoader sharded by a DistributedSampler at batch_size // NUM_GPUS. advisor
+    trials it on every GPU of the machine (2 at least), judged on the samples/s of all the
+    processes against one GPU, and writes ``_ddp_start()``, ``_ddp_model(model)`` and
+    ``loader = _ddp_loader(loader)`` into the script, with the launch command.
 
 Fix safety:
-    Changes the effective batch (per-GPU batch x GPUs) unless the per-GPU batch is divided:
-    training dynamics change as with any batch-size change.
+    The global batch is the script's: each GPU gets a shard of it, so the learning rate needs
+    no change. BatchNorm now normalizes over each GPU's shard and the sample order changes,
+    so losses differ slightly; the fix counts as changing numerics. Run as plain python the
+    edited script trains on one GPU as before.
 """
 
 from ._common import fix

@@ -68,3 +68,48 @@ def test_a_trial_runs_every_rank_with_the_fix_and_the_patch_is_verified_across_r
     if trial["status"] == "accepted":
         v = doc["patch"]["verification"]
         assert v["status"] == "verified" and v["checks"][0]["took_effect"]
+
+
+TINY = Path(__file__).parent / "fixtures" / "scripts" / "tiny_train.py"
+
+
+@pytest.fixture(scope="module")
+def ddp_trial(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ddp")
+    out = tmp / "run"
+    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", "--fix", "ddp", "--budget", "3", "--out", str(out),
+                           str(TINY), "--steps", "300"], cwd=tmp, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return tmp, json.loads((out / "run.json").read_text())
+
+
+def test_the_ddp_trial_runs_a_single_process_script_as_two_ranks_with_the_global_batch(ddp_trial):
+    _, doc = ddp_trial
+    trial = next(t for t in doc["trials"] if t["name"].endswith("ddp"))
+    assert trial["status"] in ("accepted", "rejected"), trial   # ran: neither skipped nor failed
+    assert trial["batch_size"] == 32                             # 64 split over 2 ranks
+    tdir = Path(doc["run_dir"]) / "trials" / trial["name"]
+    for r, child in enumerate((tdir / "child.json", tdir / "ranks" / "rank1" / "child.json")):
+        c = json.loads(child.read_text())
+        assert (c["rank"], c["world_size"], c["batch_size"]) == (r, 2, 32)
+        assert c["config"]["data_parallel"]["value"]["class"] == "DistributedDataParallel"
+    # samples/s count both ranks' batches of 32
+    assert trial["samples_per_s"] == pytest.approx(64 * 1000.0 / trial["step_time_ms"], rel=1e-6)
+
+
+def test_the_ddp_patch_runs_as_plain_python_and_under_torchrun(ddp_trial):
+    from advisor.patch import make_patch
+
+    tmp, doc = ddp_trial
+    texts: dict = {}
+    diff, notes = make_patch(str(TINY), [{"intervention": "ddp", "params": {"nproc": 2}}], doc["config"],
+                             texts=texts, executed=doc.get("executed_lines"))
+    assert notes[0]["applied"] and notes[0]["launch"] == "torchrun --nproc-per-node 2 tiny_train.py", notes
+    assert "+_ddp_start()" in diff and "+_ddp_model(model)" in diff and "+loader = _ddp_loader(loader)" in diff
+    patched = tmp / "patched_tiny_train.py"
+    patched.write_text(texts["tiny_train.py"])
+    plain = subprocess.run([sys.executable, str(patched), "--steps", "20"], capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0 and "finished 20" in plain.stdout, plain.stderr[-2000:]
+    ranks = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                            str(patched), "--steps", "20"], capture_output=True, text=True, timeout=300)
+    assert ranks.returncode == 0 and ranks.stdout.count("finished 20") == 2, ranks.stderr[-2000:]

@@ -25,6 +25,7 @@ MODULES = {
     "precompute-samples": "precompute",
     "preload-dataset": "preload",
     "dali": "dali",
+    "ddp": "ddp",
     "pin-memory": "dataloader",
     "set-to-none": "set_to_none",
     "fused-optimizer": "fused_optimizer",

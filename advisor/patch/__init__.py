@@ -27,6 +27,7 @@ from collections.abc import Callable
 from . import frameworks
 from .core import PatchContext, SkipFix
 from .dali_fix import dali
+from .ddp_fix import ddp
 from .flag_fixes import cudnn_benchmark, fused_optimizer, set_to_none, tf32
 from .loader_fixes import (
     LR_COMMENT,
@@ -51,6 +52,7 @@ _EDITORS: dict[str, Callable[[PatchContext, dict, dict], dict]] = {
     "precompute-samples": precompute_samples,
     "preload-dataset": preload_dataset,
     "dali": dali,
+    "ddp": ddp,
     "batch-size": batch_size,
     "channels-last": channels_last,
     "amp": amp,

@@ -161,6 +161,8 @@ def print_summary(doc: dict, console: Console) -> None:
     patch = doc.get("patch") or {}
     if patch.get("file"):
         console.print(f"accepted fixes as a patch: {escape(str(doc.get('run_dir')))}/fixes.patch (git apply)")
+    for launch in (n["launch"] for n in patch.get("notes") or [] if n.get("applied") and n.get("launch")):
+        console.print(f"launch the patched script with: {escape(launch)}")
     for change in (c for n in patch.get("notes") or [] for c in n.get("argv_changes") or []):
         console.print(f"run it with {escape(change['flag'])} {escape(str(change['to']))} "
                       f"(the command line gave {escape(str(change['from']))})")

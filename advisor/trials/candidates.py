@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from advisor import interventions
 
 # Fixes a rule may name that advisor cannot apply at run time: shown as suggestions.
-SUGGEST_ONLY = {"uint8-inputs", "expandable-segments", "ddp", "grad-scaler",
+SUGGEST_ONLY = {"uint8-inputs", "expandable-segments", "grad-scaler",
                 "overlap-communication", "cuda-graphs", None}
 
 
@@ -65,6 +65,9 @@ def expand(fix: dict, origin: str | None, gain: float | None, environment: dict)
         pin = bool(environment.get("gpu_count"))
         return [Candidate(name, {"num_workers": v, "pin_memory": pin}, origin, gain, group="dataloader-workers")
                 for v in values]
+    if name == "ddp":   # one process per GPU: every GPU the machine has (2 at least)
+        n = int(params.get("nproc") or max(2, int(environment.get("gpu_count") or 0)))
+        return [Candidate(name, {"nproc": n}, origin, gain)]
     if name == "pin-memory":
         return [Candidate("pin-memory", {"pin_memory": True}, origin, gain)]
     if name == "batch-size":

@@ -251,7 +251,7 @@ class Lookahead:
 # Fixes whose trials are never started ahead. A DALI pipeline started ahead (its threads and
 # nvJPEG's hardware decoder stopped and resumed beside other processes) stalled one step of its
 # window 0.5-0.8 s in each of four H200 trials, enough to reject a 1.5x gain; fresh, none did.
-FRESH = {"dali"}
+FRESH = {"dali", "ddp"}   # ddp: its ranks start under torch.distributed.run
 
 
 def _starts_fresh(spec: dict) -> bool:

@@ -78,7 +78,8 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     finally:
         ctx.ahead.resume()
     ctx.ahead.note(child)
-    changes_batch = any(n in apart.NAMES for n in [*(a["name"] for a in ctx.applied), *(p.name for c in stack for p in c.parts)])
+    names = [*(a["name"] for a in ctx.applied), *(p.name for c in stack for p in c.parts)]
+    changes_batch = any(n in apart.NAMES or n == "ddp" for n in names)   # ddp: batch // nproc a rank
     measure.hold_batch(child, ctx.baseline, changes_batch)
     if child.get("interrupted"):  # Ctrl-C reached the trial: stop the ladder, keep the rest
         raise KeyboardInterrupt
