@@ -3,8 +3,9 @@
 The trial's spec launches the script under torch.distributed.run with ``nproc`` ranks
 (pipeline.trial_spec); in each rank this fix
 
-- gives the rank one GPU, as cuda:0 (CUDA_VISIBLE_DEVICES, set before CUDA starts), so the
-  script's own device strings ("cuda", "cuda:0") stay right;
+- makes the rank's GPU the current device, so the script's "cuda" is that GPU (a script
+  that names "cuda:0" puts every rank on one GPU, and the trial fails with NCCL's reason;
+  hiding the other GPUs instead breaks once anything has asked CUDA for its devices);
 - starts the process group from torchrun's environment (NCCL on GPUs, gloo on CPUs);
 - shards each DataLoader with the default sampling over the ranks with a DistributedSampler,
   a new shuffle each epoch, at batch_size // nproc: the global batch is the script's, so the
@@ -64,9 +65,8 @@ def apply(params) -> None:
     rank, world = ranks.world()
     if world < 2:
         return
-    local = int(os.environ.get("LOCAL_RANK", rank))
-    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    os.environ["CUDA_VISIBLE_DEVICES"] = visible[local] if local < len(visible) else str(local)
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     _shard_loaders(rank, world)
     _wrap_model()
 

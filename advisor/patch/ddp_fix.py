@@ -1,7 +1,7 @@
 """The ddp fix as source: one process per GPU with DistributedDataParallel, launched by torchrun.
 
-After the script's imports, three small functions and a call: ``_ddp_start()`` gives each
-process its own GPU as cuda:0 and starts the process group (under torchrun only; run as plain
+After the script's imports, three small functions and a call: ``_ddp_start()`` makes each
+process's own GPU its current device and starts the process group (under torchrun only; run as plain
 python the script is one process, as before); ``_ddp_model(model)`` after the statement that
 moved the model to its device routes the model's own ``forward`` through a DDP instance, so the
 script's ``model``, its attributes and its ``state_dict`` keys stay as they were; and
@@ -25,8 +25,9 @@ from .model_fixes import _model_stmt
 
 START = '''
 def _ddp_start():
-    """Under torchrun: this process's GPU as cuda:0, and the process group started (added by
-    advisor's ddp fix: torchrun --nproc-per-node N this script). Plain python: one process."""
+    """Under torchrun: this process's GPU as the current device ("cuda" is that GPU), and the
+    process group started (added by advisor's ddp fix: torchrun --nproc-per-node N this
+    script). Plain python: one process, as before."""
     import os
 
     import torch
@@ -34,9 +35,8 @@ def _ddp_start():
 
     if "LOCAL_RANK" not in os.environ or dist.is_initialized():
         return
-    local = int(os.environ["LOCAL_RANK"])
-    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    os.environ["CUDA_VISIBLE_DEVICES"] = visible[local] if local < len(visible) else str(local)
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
 '''.strip() + "\n"
 
