@@ -5,6 +5,7 @@ trial that runs every rank with the fix (a real DDP script: tests/fixtures/scrip
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -104,7 +105,8 @@ def test_the_ddp_patch_runs_as_plain_python_and_under_torchrun(ddp_trial):
     texts: dict = {}
     diff, notes = make_patch(str(TINY), [{"intervention": "ddp", "params": {"nproc": 2}}], doc["config"],
                              texts=texts, executed=doc.get("executed_lines"))
-    assert notes[0]["applied"] and notes[0]["launch"] == "torchrun --nproc-per-node 2 tiny_train.py", notes
+    # the launch command names the script as from where advisor ran (here: this process's cwd)
+    assert notes[0]["applied"] and notes[0]["launch"] == f"torchrun --nproc-per-node 2 {os.path.relpath(TINY)}", notes
     assert "+_ddp_start()" in diff and "+_ddp_model(model)" in diff and "+loader = _ddp_loader(loader)" in diff
     patched = tmp / "patched_tiny_train.py"
     patched.write_text(texts["tiny_train.py"])

@@ -124,7 +124,13 @@ def _wrap_model() -> None:
         if not in_loading() and any(True for _ in module.parameters()):
             torch.nn.Module.__call__ = original
             try:
-                _route(module.module if isinstance(module, torch.nn.DataParallel) else module)
+                target = module
+                if isinstance(module, torch.nn.DataParallel):
+                    # one GPU a process: DataParallel passes its input straight to its module
+                    # (with devices it would check that the model is on GPU 0)
+                    module.device_ids = []
+                    target = module.module
+                _route(target)
             except Exception as e:  # noqa: BLE001 - the trial then runs unwrapped: say so
                 not_applied(NAME, f"DDP could not wrap the model: {type(e).__name__}: {e}")
         return original(module, *args, **kwargs)

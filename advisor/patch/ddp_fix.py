@@ -52,7 +52,9 @@ def _ddp_model(model):
 
     if not dist.is_initialized():
         return model
-    inner = model.module if isinstance(model, torch.nn.DataParallel) else model
+    inner = model
+    if isinstance(model, torch.nn.DataParallel):   # one GPU a process: pass the input straight on
+        model.device_ids, inner = [], model.module
     on_gpu = next(inner.parameters()).is_cuda
     ddp = DistributedDataParallel(inner, device_ids=[torch.cuda.current_device()] if on_gpu else None)
     forward, inside = inner.forward, threading.local()
