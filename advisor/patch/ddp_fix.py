@@ -137,7 +137,9 @@ def ddp(ctx: PatchContext, fix: dict, p: dict) -> dict:
     else:
         ctx.on_node(fl, call, lambda c: cst.parse_expression(f"_ddp_loader({code_of(c)})"), late=True)
         swap = "_ddp_loader(DataLoader(...))"
-    script = os.path.relpath(ctx.script, ctx.cwd)   # the path as run from where advisor ran
+    # the script from where advisor ran: relative below that directory, else its full path
+    inside = ctx.script.startswith(os.path.join(ctx.cwd, ""))
+    script = os.path.relpath(ctx.script, ctx.cwd) if inside else ctx.script
     launch = f"torchrun --nproc-per-node {n} {script}" + "".join(f" {a}" for a in ctx.argv)
     return applied(where, [f"_ddp_start() after the imports of {fm.rel}: one GPU a process, the process group",
                            f"_ddp_model({target}) after {location(fm, fm.line_of(mstmt))}",
