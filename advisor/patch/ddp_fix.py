@@ -93,8 +93,8 @@ def _ddp_loader(loader):
     sampler = data.DistributedSampler(loader.dataset, shuffle=isinstance(loader.sampler, data.RandomSampler))
     sharded = EpochLoader(loader.dataset, batch_size=max(1, loader.batch_size // dist.get_world_size()),
                           sampler=sampler, num_workers=loader.num_workers, collate_fn=loader.collate_fn,
-                          pin_memory=loader.pin_memory, drop_last=loader.drop_last,
-                          persistent_workers=loader.persistent_workers,
+                          pin_memory=loader.pin_memory, drop_last=loader.drop_last, timeout=loader.timeout,
+                          worker_init_fn=loader.worker_init_fn, persistent_workers=loader.persistent_workers,
                           prefetch_factor=loader.prefetch_factor if loader.num_workers else None)
     sharded.epoch = 0
     return sharded
@@ -106,8 +106,8 @@ def _defines(f, name: str) -> bool:
 
 
 def _define(ctx: PatchContext, f, blocks: list[tuple[str, str]]) -> None:
-    """The functions (name, source) at module level after the file's imports, each once; the
-    first file also calls _ddp_start() there, before anything can start CUDA."""
+    """The functions (name, source) at module level after the file's imports, each once, and a
+    call of _ddp_start() there, before the script's code runs (a second call does nothing)."""
     anchor = imports.settings_anchor(f.module)
     if anchor is None:
         raise SkipFix(f"{f.rel} is empty")
