@@ -21,7 +21,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from advisor import measure, pipeline
+from advisor import interventions, measure, pipeline
 
 NAME = "verify-plain-python"
 SHORT = 0.90          # under this fraction of the stack, the report names what did not take
@@ -193,7 +193,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         return {**out, "status": "not applied", "error": error}
     patched = str(tree / os.path.basename(script))
     runs: list[dict] = []
-    batch_changes = any(f.get("intervention") in ("batch-size", "ddp") for f in fixes)
+    batch_changes = any(f.get("intervention") in interventions.BATCH_CHANGING for f in fixes)
     for attempt in range(2):
         spec = pipeline.trial_spec(patched, out["argv"], run_dir, opts, NAME, [], profile=False)
         spec["run_dir"] = str(Path(run_dir) / "verify" / f"run-{attempt + 1}")   # not a trial's

@@ -125,11 +125,15 @@ def _custom(dataset, expr: str) -> Files:
                  count=n)
 
 
+def raw_pairs(files: Files, dataset) -> list:
+    """The value of ``dataset``'s Files expression, as the dataset holds it."""
+    # `dataset` a global of the expression: a comprehension does not see eval's locals
+    return eval(files.samples, {"__builtins__": {"list": list, "zip": zip}, "dataset": dataset})  # noqa: S307 - our own expression
+
+
 def evaluate(files: Files, dataset) -> list[tuple[str, int]]:
     """The (absolute path, int label) pairs of ``dataset`` by its Files expression."""
-    # `dataset` a global of the expression: a comprehension does not see eval's locals
-    pairs = eval(files.samples, {"__builtins__": {"list": list, "zip": zip}, "dataset": dataset})  # noqa: S307 - our own expression
-    return [(os.path.abspath(os.fspath(p)), int(y)) for p, y in pairs]
+    return [(os.path.abspath(os.fspath(p)), int(y)) for p, y in raw_pairs(files, dataset)]
 
 
 def check(dataset, pairs: list[tuple[str, int]], channels: int, size, probes: int = 2) -> str | None:

@@ -38,6 +38,11 @@ MODULES = {
 }
 
 
+# Fixes that change the batch each process sees (a larger batch; ddp's shard of it): their runs'
+# batch is not held to the baseline's (measure.hold_batch).
+BATCH_CHANGING = {"batch-size", "ddp"}
+
+
 def get(name: str) -> ModuleType:
     if name not in MODULES:
         raise KeyError(f"no intervention {name!r}; known: {', '.join(sorted(MODULES))}")

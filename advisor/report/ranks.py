@@ -12,7 +12,7 @@ def table(doc: dict) -> list[dict]:
     out = []
     for r in doc.get("ranks") or []:
         phases = r.get("breakdown_ms") or {}
-        cells = [r.get(key) if key in r or key.endswith("_ms") else phases.get(key) for _, key in COLUMNS]
+        cells = [r[key] if key in r else phases.get(key) for _, key in COLUMNS]   # the row's, else a phase
         out.append({"rank": r.get("rank"), "device": r.get("device"), "cells": cells,
                     "note": r.get("missing") or r.get("trace_error")})
     return out

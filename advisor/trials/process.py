@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from advisor import measure, pipeline
-from advisor.trials import apart
+from advisor import interventions, measure, pipeline
 from advisor.trials.candidates import Candidate
 from advisor.trials.lookahead import quiet_s
 
@@ -79,7 +78,7 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
         ctx.ahead.resume()
     ctx.ahead.note(child)
     names = [*(a["name"] for a in ctx.applied), *(p.name for c in stack for p in c.parts)]
-    changes_batch = any(n in apart.NAMES or n == "ddp" for n in names)   # ddp: batch // nproc a rank
+    changes_batch = any(n in interventions.BATCH_CHANGING for n in names)
     measure.hold_batch(child, ctx.baseline, changes_batch)
     if child.get("interrupted"):  # Ctrl-C reached the trial: stop the ladder, keep the rest
         raise KeyboardInterrupt
