@@ -9,6 +9,17 @@ def step_ms(ctx) -> float:
     return float(ctx.analysis.get("step_time_ms") or 0.0)
 
 
+def ranks_of(ctx) -> list[tuple[int, dict]]:
+    """(rank, analysis) of every trace given: this one first, then the other ranks'. Ranks are
+    named as the job did (the trace's distributedInfo), else by the order of the traces."""
+    from advisor.metrics import analyze
+
+    analyses = [ctx.analysis] + (ctx.extra_analyses or [analyze(m) for m in ctx.extra_models])
+    models = [ctx.model, *ctx.extra_models]
+    return [(((getattr(m, "meta", {}) or {}).get("distributed_info") or {}).get("rank", i), a)
+            for i, (m, a) in enumerate(zip(models, analyses))]
+
+
 def phase_ms(ctx, phase: str) -> float:
     return float((ctx.analysis.get("breakdown") or {}).get(phase, 0.0))
 

@@ -4,7 +4,9 @@ What it does:
     Measures collective time per step and the part of it during which no compute runs
     (exposed communication): NCCL kernels against compute kernels on any stream on a GPU;
     with CPU collectives (gloo, e.g. CPU DDP) the ``gloo:*`` op ranges against the CPU ops
-    of the rank's other threads.
+    of the rank's other threads. Given several ranks' traces, it judges the exposure every
+    rank has (the least exposed rank's): what one rank has beyond it is waiting for a slower
+    peer, which ADV116 (straggler-ranks) reports.
 
 Why is this bad:
     DDP is meant to all-reduce gradient buckets while backward still computes later
@@ -24,7 +26,7 @@ Fix safety:
     Safe: the same reduction, scheduled earlier.
 """
 
-from ._common import fix, ms, pct, step_ms
+from ._common import fix, ms, pct, ranks_of, step_ms
 
 CODE = "ADV115"
 NAME = "exposed-communication"
@@ -32,20 +34,32 @@ SEVERITY = "warning"
 NEEDS = ("steps",)
 FIX = "overlap-communication"
 HITS = ("ddp_cpu_exposed_rank0", "ddp_nccl_exposed_rank0", "ddp_nccl_exposed_case")
-NON_HITS = {"amp_bf16_channels_last": "single GPU: no communication"}
+NON_HITS = {"amp_bf16_channels_last": "single GPU: no communication",
+            "ddp_nccl_straggler_case": "rank 0's exposed NCCL time is its wait for rank 1 (ADV116)"}
 _WHAT = {"nccl": "NCCL kernel time", "cpu": "CPU collective (gloo) time"}
+
+
+def _exposed(analysis: dict) -> float:
+    return float((analysis.get("communication") or {}).get("exposed_ms_per_step") or 0.0)
 
 
 def check(ctx):
     comm = ctx.analysis.get("communication") or {}
-    exposed = float(comm.get("exposed_ms_per_step") or 0.0)
+    ranks = ranks_of(ctx) if ctx.extra_models else []
+    # every rank's share of it; a rank's excess over the least exposed one waits for a straggler
+    exposed = min((_exposed(a) for _, a in ranks), default=_exposed(ctx.analysis))
     total = step_ms(ctx)
     if not total or exposed / total < ctx.thresholds.exposed_comm_frac:
         return None
+    evidence = [f"{_WHAT.get(comm.get('source'), 'Communication time')} "
+                f"{ms(float(comm.get('ms_per_step') or 0.0))} per step, exposed {ms(_exposed(ctx.analysis))}"]
+    if ranks:
+        evidence.append("exposed per step on every rank: " + ", ".join(
+            f"rank {r} {ms(_exposed(a))}" for r, a in ranks) + f"; judged on the least, {ms(exposed)}")
     return {
-        "message": f"{pct(exposed / total)} of each step is communication with no compute beside it.",
-        "evidence": [f"{_WHAT.get(comm.get('source'), 'Communication time')} "
-                     f"{ms(float(comm.get('ms_per_step') or 0.0))} per step, exposed {ms(exposed)}"],
+        "message": f"{pct(exposed / total)} of each step is communication with no compute beside it"
+                   + (" on every rank." if ranks else "."),
+        "evidence": evidence,
         "estimated_gain_ms": exposed,
         "fix": fix("overlap-communication", changes_numerics=False, suggest_only=True,
                    code=f"model = DDP(model, {'' if comm.get('source') == 'cpu' else 'device_ids=[rank], '}"

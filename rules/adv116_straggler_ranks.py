@@ -25,14 +25,14 @@ Fix safety:
 
 import statistics
 
-from ._common import pct
+from ._common import pct, ranks_of
 
 CODE = "ADV116"
 NAME = "straggler-ranks"
 SEVERITY = "warning"
 NEEDS = ("ranks",)
 FIX = None
-HITS = ("ddp_cpu_straggler_case",)
+HITS = ("ddp_cpu_straggler_case", "ddp_nccl_straggler_case")
 NON_HITS = {"ddp_cpu_exposed_case": "balanced ranks: about equal time in communication",
             "ddp_nccl_exposed_case": "balanced ranks over NCCL on 2 H200s",
             "amp_bf16_channels_last": "one rank only: skipped, not guessed"}
@@ -43,13 +43,7 @@ def _comm_ms(analysis: dict) -> float:
 
 
 def check(ctx):
-    from advisor.metrics import analyze
-
-    analyses = [ctx.analysis] + (ctx.extra_analyses or [analyze(m) for m in ctx.extra_models])
-    models = [ctx.model, *ctx.extra_models]
-    # Name ranks as the job did (distributedInfo), not by the order the traces were given.
-    rank = [((getattr(m, "meta", {}) or {}).get("distributed_info") or {}).get("rank", i)
-            for i, m in enumerate(models)]
+    rank, analyses = zip(*ranks_of(ctx))
     comm = [_comm_ms(a) for a in analyses]
     step = statistics.median(float(a.get("step_time_ms") or 0.0) for a in analyses)
     if not step or max(comm) == 0.0:
@@ -61,8 +55,8 @@ def check(ctx):
     return {
         "message": f"Rank {rank[fast]} is the straggler: the other ranks wait {waiting:.1f} ms per step for it "
                    f"in communication ({pct(waiting / step)} of the step).",
-        "evidence": [f"rank {i}: {c:.2f} ms per step in communication, step {float(a.get('step_time_ms') or 0):.2f} ms"
-                     for i, (c, a) in enumerate(zip(comm, analyses))],
+        "evidence": [f"rank {r}: {c:.2f} ms per step in communication, step {float(a.get('step_time_ms') or 0):.2f} ms"
+                     for r, c, a in zip(rank, comm, analyses)],
         "estimated_gain_ms": waiting,
         "fix": {"intervention": None, "changes_numerics": False, "suggest_only": True,
                 "code": f"# compare rank {rank[fast]}'s breakdown with the others': its extra work sets the pace"},

@@ -5,13 +5,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import orjson
 import pytest
 from cpu_traces import GPU_CONFIGS, gpu_fixture, record_all
 
-from advisor.metrics import analyze, step_breakdown_cpu, union_pieces
+from advisor.metrics import analyze, follow_gpu, step_breakdown_cpu, union_pieces
 from advisor.trace import load_trace
 from advisor.trace.classify import CODE
 from advisor.trace.phases import PHASES, P, gpu_ops, timeline
@@ -284,6 +285,47 @@ def test_cpu_ddp_straggler_waits_in_collectives():
     assert c0["exposed_ms_per_step"] < 0.9 * c0["ms_per_step"]
     assert a1["breakdown"]["data_wait"] == pytest.approx(30, abs=3)  # the sleep
     assert a0["step_time_ms"] == pytest.approx(a1["step_time_ms"], rel=0.05)  # collectives align them
+
+
+def test_nccl_straggler_waits_on_the_gpu_after_its_host_step():
+    """2 H200s, rank 1 sleeps 30 ms before each forward. Rank 0's host leaves the step in 5 ms;
+    its all-reduce then waits for rank 1 on the GPU. Its step lasts until that GPU work is done,
+    so both ranks' steps match (the recorder timed 35.6 ms a step on each) and the wait shows as
+    rank 0's NCCL time, rank 1's as its data wait."""
+    a0, a1 = (analyze(load_trace(gpu_fixture(f"ddp_nccl_straggler_rank{r}"))) for r in (0, 1))
+    for a in (a0, a1):
+        _sums_to_step(a)
+        assert a["step_time_ms"] == pytest.approx(35.6, rel=0.1)
+    c0, c1 = a0["communication"], a1["communication"]
+    assert c0["source"] == c1["source"] == "nccl"
+    assert c0["ms_per_step"] > 28.0 and c1["ms_per_step"] < 5.0
+    assert a0["gpu_busy_pct"] > 90.0
+    assert a1["breakdown"]["data_wait"] == pytest.approx(30, abs=3)  # the sleep
+
+
+def test_step_windows_follow_the_gpu_work_they_launch():
+    win = np.array([[0.0, 10.0], [10.0, 20.0], [20.0, 30.0]])
+    # host-bound: each step's kernels end before the host moves on: the host's windows
+    launch, end = np.array([1.0, 11.0, 21.0]), np.array([9.0, 19.0, 29.0])
+    assert follow_gpu(win, launch, end).tolist() == win.tolist()
+    # the host runs ahead of the GPU: a step lasts until its kernels are done, the next starts then
+    launch, end = np.array([1.0, 11.0, 21.0]), np.array([25.0, 45.0, 65.0])
+    assert follow_gpu(win, launch, end).tolist() == [[0, 25], [25, 45], [45, 65]]
+    # work queued before the first step: the first window starts once it is done
+    launch, end = np.array([-5.0, 1.0]), np.array([4.0, 8.0])
+    assert follow_gpu(win[:1], launch, end).tolist() == [[4, 10]]
+
+
+def test_a_gpu_bound_step_is_measured_on_the_gpu():
+    """H200, ImageFolder ResNet-18 with 8 workers (a recorded trial): the host ran well ahead of
+    the GPU in the profiled steps (its ranges: 15.9, 15.3, 43.8 ms). Timed without the
+    profiler a step took 58.2 ms; the GPU's steps and kernel time must say so too."""
+    run = Path(__file__).parent / "fixtures" / "runs" / "imagefolder_dali_h200"
+    a = analyze(load_trace(str(next((run / "tb" / "01-dataloader-workers-8").glob("*.pt.trace.json.gz")))))
+    _sums_to_step(a)
+    assert a["step_time_ms"] == pytest.approx(58.2, rel=0.2)
+    assert a["gpu_kernel_ms_per_step"] == pytest.approx(58.2, rel=0.2)
+    assert a["gpu_busy_pct"] > 90.0
 
 
 def test_union_pieces_charge_each_instant_once():

@@ -189,8 +189,9 @@ def timeline(model: TraceModel) -> Timeline:
 class GpuOps:
     """Kernels, memcpys and memsets as one set of intervals with class and launch phase."""
 
-    def __init__(self, start, end, cls, phase, kind, table_row):
+    def __init__(self, start, end, cls, phase, kind, table_row, launch=None):
         self.start, self.end, self.cls, self.phase = start, end, cls, phase
+        self.launch = start if launch is None else launch   # its runtime call's start
         self.kind = kind            # 0 kernel, 1 memcpy, 2 memset
         self.row = table_row        # row in its own table
 
@@ -216,4 +217,4 @@ def gpu_ops(model: TraceModel, tl: Timeline) -> GpuOps:
     # Elementwise kernels launched by the optimizer are optimizer work (foreach=False SGD runs
     # one add_/mul_ kernel per parameter); done here because only phases know it.
     cls = np.where((cls == CODE["elementwise"]) & (phase == P["optimizer"]), CODE["optimizer"], cls)
-    return GpuOps(start, end, cls.astype(np.int8), phase, kind, row)
+    return GpuOps(start, end, cls.astype(np.int8), phase, kind, row, launch)
