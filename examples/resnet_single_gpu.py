@@ -1,8 +1,8 @@
 """ResNet-50 trained on one GPU (or on all of them through nn.DataParallel): GPU-bound.
 
 The single-process layout most training scripts start from: a model on "cuda", a DataLoader
-over an in-memory dataset of uint8 images (synthetic, 224 px, 1000 classes), normalized on the
-GPU. With --data-parallel the model is wrapped in nn.DataParallel, as the PyTorch ImageNet
+over a dataset of uint8 images (synthetic, 224 px, 1000 classes; epochs as long as ImageNet-sized
+ones, 250 steps, drawn from a pool of distinct images held in memory), normalized on the GPU. With --data-parallel the model is wrapped in nn.DataParallel, as the PyTorch ImageNet
 example does when it is given no --gpu.
 
     python3 examples/resnet_single_gpu.py
@@ -23,7 +23,8 @@ def parse_args():
     p.add_argument("--arch", default="resnet50" if gpu else "resnet18")
     p.add_argument("--batch-size", type=int, default=256 if gpu else 8)
     p.add_argument("--image-size", type=int, default=224 if gpu else 64)
-    p.add_argument("--samples", type=int, default=4096 if gpu else 128)
+    p.add_argument("--samples", type=int, default=64000 if gpu else 128, help="samples an epoch")
+    p.add_argument("--pool", type=int, default=1024 if gpu else 32, help="distinct images in memory")
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--workers", type=int, default=4 if gpu else 0)
     p.add_argument("--lr", type=float, default=0.1)
@@ -31,13 +32,26 @@ def parse_args():
     return p.parse_args()
 
 
+class SyntheticImages(torch.utils.data.Dataset):
+    """``samples`` labelled images drawn from ``pool`` distinct ones (uint8, CHW)."""
+
+    def __init__(self, samples, pool, size):
+        self.images = torch.randint(0, 256, (pool, 3, size, size), dtype=torch.uint8)
+        self.labels = torch.randint(0, 1000, (samples,))
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        return self.images[i % len(self.images)], self.labels[i]
+
+
 def main():
     args = parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
-    images = torch.randint(0, 256, (args.samples, 3, args.image_size, args.image_size), dtype=torch.uint8)
-    labels = torch.randint(0, 1000, (args.samples,))
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(images, labels), batch_size=args.batch_size,
+    dataset = SyntheticImages(args.samples, args.pool, args.image_size)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size,
                                          shuffle=True, drop_last=True, num_workers=args.workers,
                                          pin_memory=device.type == "cuda")
     model = getattr(torchvision.models, args.arch)(num_classes=1000)
