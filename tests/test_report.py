@@ -615,3 +615,29 @@ def test_a_run_of_two_ranks_shows_each_rank_in_chromium(tmp_path):
     for needle in ("65.37 ms", "64.99 ms", "1.44 ms", "0.61 ms"):   # steps, NCCL, exposed NCCL
         assert needle in table, needle
     assert "3,916" in dom   # samples/s over both ranks
+
+
+@needs_chromium
+def test_the_ddp_trial_reports_its_scaling_against_one_gpu_in_chromium(tmp_path):
+    """The ddp trials on 2 H200s (reports/examples/resnet_*-ddp-h200): accepted at >= 1.8x one
+    GPU's samples/s; for the nn.DataParallel script one GPU is a reference run of its own
+    (DataParallel given one device). The re-rendered page says both."""
+    for name, one_gpu_run in (("resnet_single_gpu-ddp-h200", None), ("resnet_dataparallel-ddp-h200", "01-ddp-one-gpu")):
+        run = copy_run(REPO / "reports" / "examples" / name, tmp_path / name)
+        doc = json.loads((run / "run.json").read_text())
+        ddp = next(t for t in doc["trials"] if t["fix"] == "ddp")
+        sc = ddp["scaling"]
+        assert ddp["status"] == "accepted" and sc["gpus"] == 2 and sc["speedup_vs_one_gpu"] >= 1.8
+        assert sc["speedup_vs_one_gpu"] == pytest.approx(ddp["samples_per_s"] / sc["one_gpu_samples_per_s"])
+        refs = [t for t in doc["trials"] if t["fix"] == "one-gpu"]
+        if one_gpu_run is None:
+            assert not refs and sc["one_gpu_source"] == "the runs it was judged against"
+        else:
+            assert [t["name"] for t in refs] == [one_gpu_run] and refs[0]["status"] == "reference"
+            assert sc["one_gpu_source"] == one_gpu_run
+            assert sc["one_gpu_samples_per_s"] == pytest.approx(refs[0]["samples_per_s"])
+        assert advisor("report", run).returncode == 0
+        page = chromium.open_page(run / "index.html")
+        assert_clean(page)
+        assert f"{sc['speedup_vs_one_gpu']:.2f}x one GPU's samples/s on 2 GPUs (scaling efficiency {sc['efficiency']:.0%})" in page.dom
+

@@ -35,6 +35,7 @@ MODULES = {
     "nan-loss": "nan_loss",
     "defer-syncs": "defer_syncs",
     "cached-batch": "cached_batch",   # a bound (the data-free ceiling), never a fix: advisor.ceiling
+    "one-gpu": "one_gpu",             # a reference (ddp's scaling), never a fix: advisor.trials.scaling
 }
 
 

@@ -13,8 +13,9 @@ SUGGEST_ONLY = {"uint8-inputs", "expandable-segments", "grad-scaler",
                 "overlap-communication", "cuda-graphs", None}
 
 
-# Interventions that measure a bound, not a fix: never a rung of the ladder (advisor.trials.ceiling).
-BOUNDS = {"cached-batch"}
+# Interventions that measure a bound or a reference, not a fix: never a rung of the ladder
+# (advisor.trials.ceiling, advisor.trials.scaling).
+BOUNDS = {"cached-batch", "one-gpu"}
 
 
 @dataclass

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor import engine, measure
-from advisor.trials import apart, ceiling, guesses, rungs
+from advisor.trials import apart, ceiling, guesses, rungs, scaling
 from advisor.trials.candidates import Candidate, candidates_from_findings
 from advisor.trials.lookahead import Lookahead, default_count
 from advisor.trials.process import Pending, TrialContext, _run
@@ -214,6 +214,8 @@ class _Ladder:
             rec["step_time_ms"] = measure.mean_step_ms(runs)
             rec["speedup_vs_baseline"] = measure.plus_one(measure.pooled_gain(runs, self.groups[0]))
             rec["samples_per_s"] = measure.samples_per_s(child, rec["step_time_ms"])
+        if cand.name == "ddp":
+            self._scaling(name, cand, rec)
         self.trials.append(rec)
         if rec["status"] == "accepted":
             if cand.group is None:
@@ -233,6 +235,16 @@ class _Ladder:
         self._fall_back(cand, rec["status"])
         if any(p.key in self.retried for p in cand.parts):
             rec["reason"] += " (tried again after the stack changed)"
+
+    def _scaling(self, name: str, cand: Candidate, rec: dict) -> None:
+        """The ddp trial against one GPU (advisor.trials.scaling); a DataParallel script's
+        one-GPU run is a reference record of its own, before the trial's."""
+        found, ref = scaling.measure_scaling(self.after(), name, rec, int(cand.params.get("nproc") or 2))
+        if ref is not None:
+            self.trials.append(ref)
+        if found is not None:
+            rec["scaling"] = found
+            rec["reason"] += "; " + scaling.describe(found)
 
     def _skipped(self, cand: Candidate, why: str) -> None:
         """The record of a fix that cannot apply to this script (no process ran)."""
