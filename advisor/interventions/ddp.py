@@ -3,17 +3,22 @@
 The trial's spec launches the script under torch.distributed.run with ``nproc`` ranks
 (pipeline.trial_spec); in each rank this fix
 
-- makes the rank's GPU the current device, so the script's "cuda" is that GPU (a script
-  that names "cuda:0" puts every rank on one GPU, and the trial fails with NCCL's reason;
-  hiding the other GPUs instead breaks once anything has asked CUDA for its devices);
-- starts the process group from torchrun's environment (NCCL on GPUs, gloo on CPUs);
+- runs the patch's ``_ddp_start()``: the rank's GPU the current device, so the script's "cuda"
+  is that GPU (a script that names "cuda:0" puts every rank on one GPU, and the trial fails
+  with NCCL's reason; hiding the other GPUs instead breaks once anything has asked CUDA for
+  its devices), and the process group started from torchrun's environment (NCCL on GPUs,
+  gloo on CPUs);
 - shards each DataLoader with the default sampling over the ranks with a DistributedSampler,
   a new shuffle each epoch, at batch_size // nproc: the global batch is the script's, so the
   training dynamics are too (BatchNorm's statistics aside, now per GPU);
-- wraps the model in DDP at its first call (the first module with parameters called outside
-  the data pipeline; the module inside an nn.DataParallel), routing the model's own
-  ``forward`` through the DDP instance, so the script's reference to its model, its
+- hands the model to the patch's ``_ddp_model`` at its first call (the first module with
+  parameters called outside the data pipeline): its own ``forward`` (the module's inside an
+  nn.DataParallel) routed through a DDP instance, so the script's reference to its model, its
   attributes and its ``state_dict`` keys stay as they were.
+
+``_ddp_start`` and ``_ddp_model`` are the patch's own text (``_ddp_source``), executed here: the
+trial and the patch are one code path. The loader is sharded where the DataLoader is built, as
+the patch's ``_ddp_loader`` shards it after.
 
 samples/s count every rank's batch (measure.samples_per_s), so the verdict compares the
 processes together against one GPU.
@@ -21,18 +26,16 @@ processes together against one GPU.
 
 from __future__ import annotations
 
-import os
-import threading
-
 import torch
 
+from advisor.interventions._ddp_source import MODEL, START
 from advisor.interventions._patch import in_loading, not_applied, wrap
 from advisor.runner import ranks
 
 NAME = "ddp"
 # The same global batch, but its shards' BatchNorm statistics and the sample order change.
 CHANGES_NUMERICS = True
-_inside = threading.local()
+_fns: dict = {}
 
 
 def nproc(params) -> int:
@@ -61,22 +64,20 @@ def not_applicable(config, environment, params):
     return None
 
 
+def _source() -> dict:
+    """The patch's functions, executed once in this process."""
+    if not _fns:
+        exec(compile(START + "\n\n" + MODEL, "<advisor ddp fix>", "exec"), _fns)  # noqa: S102 - advisor's own text
+    return _fns
+
+
 def apply(params) -> None:
     rank, world = ranks.world()
     if world < 2:
         return
-    if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    _source()["_ddp_start"]()
     _shard_loaders(rank, world)
     _wrap_model()
-
-
-def _group():
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return dist
 
 
 def _shard_loaders(rank: int, world: int) -> None:
@@ -124,35 +125,9 @@ def _wrap_model() -> None:
         if not in_loading() and any(True for _ in module.parameters()):
             torch.nn.Module.__call__ = original
             try:
-                target = module
-                if isinstance(module, torch.nn.DataParallel):
-                    # one GPU a process: DataParallel passes its input straight to its module
-                    # (with devices it would check that the model is on GPU 0)
-                    module.device_ids = []
-                    target = module.module
-                _route(target)
+                _source()["_ddp_model"](module)
             except Exception as e:  # noqa: BLE001 - the trial then runs unwrapped: say so
                 not_applied(NAME, f"DDP could not wrap the model: {type(e).__name__}: {e}")
         return original(module, *args, **kwargs)
 
     torch.nn.Module.__call__ = call
-
-
-def _route(model: torch.nn.Module) -> None:
-    from torch.nn.parallel import DistributedDataParallel
-
-    _group()
-    on_gpu = next(model.parameters()).is_cuda
-    ddp = DistributedDataParallel(model, device_ids=[torch.cuda.current_device()] if on_gpu else None)
-    forward = model.forward
-
-    def routed(*args, **kwargs):
-        if getattr(_inside, "on", False):    # DDP calling the model: its own forward
-            return forward(*args, **kwargs)
-        _inside.on = True
-        try:
-            return ddp(*args, **kwargs)
-        finally:
-            _inside.on = False
-
-    model.forward = routed

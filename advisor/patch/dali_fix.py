@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .call_args import code_of
-from .core import PRIO_INPUT, PatchContext, SkipFix, applied, location
+from .core import PatchContext, SkipFix, applied, location
 from .loader_fixes import _dataloader_call
+from .placement import define_before, hand_to
 
 
 def dali(ctx: PatchContext, fix: dict, p: dict) -> dict:
@@ -26,21 +26,8 @@ def dali(ctx: PatchContext, fix: dict, p: dict) -> dict:
         raise SkipFix(seen.get("why_not") or f"the run recorded no DALI pipeline for the DataLoader at {here}")
     if any(isinstance(s, cst.ClassDef) and s.name.value == "_DaliLoader" for s in f.module.body):
         raise SkipFix(f"{f.rel} already defines _DaliLoader")
-    top = f.top_stmt_at(f.line_of(call))
-    body = list(f.module.body)
-    k = body.index(top) if top in body else 0
-    if k > 0:
-        ctx.insert(f, body[k - 1], source, after=True, prio=PRIO_INPUT, lines_before=2)
-    else:
-        ctx.insert(f, top or f.stmt_at(f.line_of(call)), source, after=False, prio=PRIO_INPUT)
-
-    name = _assigned_name(f, call)
-    if name:    # `loader = DataLoader(...)`: the swap is the next statement
-        ctx.insert(f, f.stmt_at(f.line_of(call)), f"{name} = _DaliLoader.replacing({name})", after=True, prio=PRIO_INPUT)
-        swap = f"{name} = _DaliLoader.replacing({name}) after it"
-    else:       # inside a larger expression (a return, a dict): around the call as the other fixes left it
-        ctx.on_node(f, call, lambda c: cst.parse_expression(f"_DaliLoader.replacing({code_of(c)})"), late=True)
-        swap = "_DaliLoader.replacing(DataLoader(...))"
+    define_before(ctx, f, call, source)
+    swap = hand_to(ctx, f, call, "_DaliLoader.replacing")
     mapping = [f"{a} -> {b}" for a, b in seen.get("mapping") or []]
     return applied(here, ["class _DaliLoader (at module level): the dataset's files decoded and transformed "
                           "on the GPU by NVIDIA DALI", f"DataLoader(...) at {here}: {swap}", *mapping],
@@ -48,15 +35,3 @@ def dali(ctx: PatchContext, fix: dict, p: dict) -> dict:
                    warning="needs NVIDIA DALI (pip install nvidia-dali-cuda120, or nvidia-dali-cuda130 for a CUDA 13 "
                            "build of torch); the augmentations draw from DALI's random streams")
 
-
-def _assigned_name(f, call: cst.Call) -> str | None:
-    """``NAME`` where the statement is ``NAME = <the call>``."""
-    stmt = f.stmt_at(f.line_of(call))
-    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1:
-        small = stmt.body[0]
-        if isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1 \
-                and isinstance(small.targets[0].target, cst.Name):
-            return small.targets[0].target.value
-        if isinstance(small, cst.AnnAssign) and small.value is call and isinstance(small.target, cst.Name):
-            return small.target.value
-    return None

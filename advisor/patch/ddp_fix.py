@@ -17,88 +17,13 @@ import os
 
 import libcst as cst
 
+from advisor.interventions._ddp_source import LOADER, MODEL, START
+
 from . import imports
-from .call_args import code_of
 from .core import PRIO_INPUT, PRIO_TF32, PatchContext, SkipFix, applied, location
 from .loader_fixes import _dataloader_call
 from .model_fixes import _model_stmt
-
-START = '''
-def _ddp_start():
-    """Under torchrun: this process's GPU as the current device ("cuda" is that GPU), and the
-    process group started (added by advisor's ddp fix: torchrun --nproc-per-node N this
-    script). Plain python: one process, as before."""
-    import os
-
-    import torch
-    import torch.distributed as dist
-
-    if "LOCAL_RANK" not in os.environ or dist.is_initialized():
-        return
-    if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-'''.strip() + "\n"
-
-MODEL = '''
-def _ddp_model(model):
-    """`model` trained with DistributedDataParallel under torchrun: its own forward routed
-    through DDP, so `model`, its attributes and its state_dict keys stay as they were."""
-    import threading
-
-    import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-
-    if not dist.is_initialized():
-        return model
-    inner = model
-    if isinstance(model, torch.nn.DataParallel):   # one GPU a process: pass the input straight on
-        model.device_ids, inner = [], model.module
-    on_gpu = next(inner.parameters()).is_cuda
-    ddp = DistributedDataParallel(inner, device_ids=[torch.cuda.current_device()] if on_gpu else None)
-    forward, inside = inner.forward, threading.local()
-
-    def routed(*args, **kwargs):
-        if getattr(inside, "on", False):   # DDP calling the model: its own forward
-            return forward(*args, **kwargs)
-        inside.on = True
-        try:
-            return ddp(*args, **kwargs)
-        finally:
-            inside.on = False
-
-    inner.forward = routed
-    return model
-'''.strip() + "\n"
-
-LOADER = '''
-def _ddp_loader(loader):
-    """`loader` sharded over the torchrun processes: a DistributedSampler with a new shuffle each
-    epoch, batch_size // world size (the global batch kept); `loader` itself otherwise."""
-    import torch
-    import torch.distributed as dist
-
-    data = torch.utils.data
-    if not dist.is_initialized() or loader.batch_size is None or \\
-            type(loader.sampler) not in (data.RandomSampler, data.SequentialSampler):
-        return loader
-
-    class EpochLoader(data.DataLoader):
-        def __iter__(self):
-            self.sampler.set_epoch(self.epoch)
-            self.epoch += 1
-            return super().__iter__()
-
-    sampler = data.DistributedSampler(loader.dataset, shuffle=isinstance(loader.sampler, data.RandomSampler))
-    sharded = EpochLoader(loader.dataset, batch_size=max(1, loader.batch_size // dist.get_world_size()),
-                          sampler=sampler, num_workers=loader.num_workers, collate_fn=loader.collate_fn,
-                          pin_memory=loader.pin_memory, drop_last=loader.drop_last, timeout=loader.timeout,
-                          worker_init_fn=loader.worker_init_fn, persistent_workers=loader.persistent_workers,
-                          prefetch_factor=loader.prefetch_factor if loader.num_workers else None)
-    sharded.epoch = 0
-    return sharded
-'''.strip() + "\n"
+from .placement import hand_to
 
 
 def _defines(f, name: str) -> bool:
@@ -127,16 +52,7 @@ def ddp(ctx: PatchContext, fix: dict, p: dict) -> dict:
         _define(ctx, fl, [("_ddp_start", START), ("_ddp_loader", LOADER)])
     ctx.insert(fm, mstmt, f"_ddp_model({target})", after=True, prio=PRIO_INPUT)
     where = location(fl, fl.line_of(call))
-    stmt = fl.stmt_at(fl.line_of(call))
-    small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
-    if isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1 and \
-            isinstance(small.targets[0].target, cst.Name):
-        name = small.targets[0].target.value
-        ctx.insert(fl, stmt, f"{name} = _ddp_loader({name})", after=True, prio=PRIO_INPUT)
-        swap = f"{name} = _ddp_loader({name}) after it"
-    else:
-        ctx.on_node(fl, call, lambda c: cst.parse_expression(f"_ddp_loader({code_of(c)})"), late=True)
-        swap = "_ddp_loader(DataLoader(...))"
+    swap = hand_to(ctx, fl, call, "_ddp_loader")
     # the script from where advisor ran: relative below that directory, else its full path
     inside = ctx.script.startswith(os.path.join(ctx.cwd, ""))
     script = os.path.relpath(ctx.script, ctx.cwd) if inside else ctx.script

@@ -21,7 +21,6 @@ from .call_args import (
     set_args,
 )
 from .core import (
-    PRIO_INPUT,
     PatchContext,
     SkipFix,
     SourceFile,
@@ -30,6 +29,7 @@ from .core import (
     device_type,
     location,
 )
+from .placement import define_before
 
 LR_COMMENT = "# advisor: scale the learning rate with the batch"
 
@@ -347,14 +347,8 @@ def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
         raise SkipFix(f"the DataLoader at {here} has its own collate_fn")
     device = device_type(ctx, p)
     keeps = _own_sampling(call)
-    top = f.top_stmt_at(f.line_of(call))
-    body = list(f.module.body)
-    k = body.index(top) if top in body else 0
     for cls in [PRELOADED_CLASS, *([] if keeps else [BATCHES_CLASS])]:
-        if k > 0:
-            ctx.insert(f, body[k - 1], cls, after=True, prio=PRIO_INPUT, lines_before=2)
-        else:
-            ctx.insert(f, top or f.stmt_at(f.line_of(call)), cls, after=False, prio=PRIO_INPUT)
+        define_before(ctx, f, call, cls)
 
     # an expression is evaluated once, bound where the sampler that follows can count it
     preloaded = f"_PreloadedOnDevice({text}, {device!r})" if named or keeps else \
