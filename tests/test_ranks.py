@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +127,47 @@ def test_the_ddp_patch_runs_as_plain_python_and_under_torchrun(ddp_trial):
                             str(patched), "--steps", "20"], capture_output=True, text=True, timeout=300)
     # both ranks finished (their prints share one pipe and may interleave mid-line)
     assert ranks.returncode == 0 and ranks.stdout.count("finished") == 2, ranks.stdout + ranks.stderr[-2000:]
+
+
+LAYOUT = Path(__file__).parent / "fixtures" / "scripts" / "trainer_layout"
+
+
+def test_the_ddp_fix_on_a_trainer_that_wraps_its_model_itself_once_a_group_exists(tmp_path):
+    """A Trainer class (self.model, self.loader from a helper module) with its own
+    ``if dist.is_initialized(): DDP(model)`` branch, never taken as one process. The trial and
+    the patch start the process group before the script's code, so that branch wraps the model
+    (no second wrapper), and the helper's DataLoader is sharded; the patched project runs as
+    plain python and as 2 ranks under torchrun."""
+    from advisor.patch import make_patch
+
+    project = tmp_path / "project"
+    shutil.copytree(LAYOUT, project, ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", "--fix", "ddp", "--budget", "3", "--out", str(out),
+                           str(project / "train.py"), "--epochs", "40"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "run.json").read_text())
+    trial = next(t for t in doc["trials"] if t["fix"] == "ddp")
+    assert trial["status"] in ("accepted", "rejected"), trial
+    tdir = Path(doc["run_dir"]) / "trials" / trial["name"]
+    for child in (tdir / "child.json", tdir / "ranks" / "rank1" / "child.json"):
+        c = json.loads(child.read_text())
+        assert c["config"]["data_parallel"]["value"]["class"] == "DistributedDataParallel"
+        assert c["batch_size"] == 16   # the YAML's 32 over 2 ranks
+    texts: dict = {}
+    diff, notes = make_patch(str(project / "train.py"), [{"intervention": "ddp", "params": {"nproc": 2}}], doc["config"],
+                             cwd=str(tmp_path), texts=texts, executed=doc.get("executed_lines"))
+    assert notes[0]["applied"], notes
+    assert "+_ddp_start()" in diff and "_ddp_model(" not in diff    # the script's own DDP wraps it
+    assert "+    return _ddp_loader(DataLoader(" in diff                # in utils/data.py's helper
+    assert any("the script's own DistributedDataParallel at train.py:" in e for e in notes[0]["edits"]), notes
+    for rel, text in texts.items():
+        (project / rel).write_text(text)
+    plain = subprocess.run([sys.executable, str(project / "train.py"), "--epochs", "1"], capture_output=True,
+                           text=True, timeout=300)
+    assert plain.returncode == 0 and "epoch 0 loss" in plain.stdout, plain.stderr[-2000:]
+    ranks = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                            str(project / "train.py"), "--epochs", "1"], capture_output=True, text=True, timeout=300)
+    assert ranks.returncode == 0 and ranks.stdout.count("epoch 0 loss") == 2, ranks.stdout + ranks.stderr[-2000:]
+

@@ -29,8 +29,8 @@ def _ddp_model(model):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    if not dist.is_initialized():
-        return model
+    if not dist.is_initialized() or isinstance(model, DistributedDataParallel):
+        return model   # plain python; or the script wrapped it itself once the group existed
     inner = model
     if isinstance(model, torch.nn.DataParallel):   # one GPU a process: pass the input straight on
         model.device_ids, inner = [], model.module

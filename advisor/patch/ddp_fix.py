@@ -7,13 +7,16 @@ moved the model to its device routes the model's own ``forward`` through a DDP i
 script's ``model``, its attributes and its ``state_dict`` keys stay as they were; and
 ``loader = _ddp_loader(loader)`` after the DataLoader shards it over the processes with a
 DistributedSampler (a new shuffle each epoch) at batch_size // world size, the global batch
-the script's. The note gives the launch command. This is what the trial does at run time
-(advisor/interventions/ddp.py).
+the script's. A file with its own ``DistributedDataParallel(...)`` call (research code wraps
+its model ``if dist.is_initialized()``) gets no ``_ddp_model``: ``_ddp_start()`` makes its
+branch run. The note gives the launch command. The functions' text is the one the trial
+executes at run time (advisor/interventions/_ddp_source.py, advisor/interventions/ddp.py).
 """
 
 from __future__ import annotations
 
 import os
+import re
 
 import libcst as cst
 
@@ -43,14 +46,28 @@ def _define(ctx: PatchContext, f, blocks: list[tuple[str, str]]) -> None:
     ctx.insert(f, stmt, "_ddp_start()", after=after, prio=PRIO_TF32, lines_before=2)
 
 
+def _wraps_itself(f) -> int | None:
+    """The line of the file's own DistributedDataParallel(...) call (``DDP(...)`` when imported
+    so), a branch that a run without a process group never took; None without one."""
+    names = {"DistributedDataParallel"} | set(re.findall(r"DistributedDataParallel\s+as\s+(\w+)", f.text))
+    for i, line in enumerate(f.text.splitlines(), 1):
+        code = line.split("#", 1)[0]
+        if any(re.search(rf"\b{n}\s*\(", code) for n in names):
+            return i
+    return None
+
+
 def ddp(ctx: PatchContext, fix: dict, p: dict) -> dict:
     n = max(2, int(p.get("nproc") or 2))
     fm, mstmt, target = _model_stmt(ctx, fix, "_ddp_model(model)")
     fl, call = _dataloader_call(ctx, fix)
-    _define(ctx, fm, [("_ddp_start", START), ("_ddp_model", MODEL)] + ([("_ddp_loader", LOADER)] if fl is fm else []))
+    own = _wraps_itself(fm)   # then _ddp_start() is what its branch waits for: no second wrapper
+    _define(ctx, fm, [("_ddp_start", START)] + ([] if own else [("_ddp_model", MODEL)])
+            + ([("_ddp_loader", LOADER)] if fl is fm else []))
     if fl is not fm:
         _define(ctx, fl, [("_ddp_start", START), ("_ddp_loader", LOADER)])
-    ctx.insert(fm, mstmt, f"_ddp_model({target})", after=True, prio=PRIO_INPUT)
+    if not own:
+        ctx.insert(fm, mstmt, f"_ddp_model({target})", after=True, prio=PRIO_INPUT)
     where = location(fl, fl.line_of(call))
     swap = hand_to(ctx, fl, call, "_ddp_loader")
     # the script from where advisor ran: relative below that directory, else its full path
@@ -58,7 +75,9 @@ def ddp(ctx: PatchContext, fix: dict, p: dict) -> dict:
     script = os.path.relpath(ctx.script, ctx.cwd) if inside else ctx.script
     launch = f"torchrun --nproc-per-node {n} {script}" + "".join(f" {a}" for a in ctx.argv)
     return applied(where, [f"_ddp_start() after the imports of {fm.rel}: one GPU a process, the process group",
-                           f"_ddp_model({target}) after {location(fm, fm.line_of(mstmt))}",
+                           f"_ddp_model({target}) after {location(fm, fm.line_of(mstmt))}" if not own else
+                           f"the model: the script's own DistributedDataParallel at {location(fm, own)}, "
+                           "which runs once _ddp_start() has started the process group",
                            f"DataLoader(...) at {where}: {swap} (DistributedSampler, batch_size // world size)"],
                    changes_numerics=True, launch=launch,
                    warning=f"launch it with: {launch} (run as plain python it trains on one GPU, as before)")
