@@ -20,6 +20,12 @@ def ranks_of(ctx) -> list[tuple[int, dict]]:
             for i, (m, a) in enumerate(zip(models, analyses))]
 
 
+def dali_feeds(ctx) -> bool:
+    """DALI makes the loop's batches on the GPU (config ``dali``): no workers or host images to
+    fix in the DataLoader."""
+    return bool(ctx.value("dali"))
+
+
 def phase_ms(ctx, phase: str) -> float:
     return float((ctx.analysis.get("breakdown") or {}).get(phase, 0.0))
 

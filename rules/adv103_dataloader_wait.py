@@ -28,7 +28,7 @@ Fix safety:
 
 import os
 
-from ._common import fix, ms, pct, phase_ms, step_ms
+from ._common import dali_feeds, fix, ms, pct, phase_ms, step_ms
 
 CODE = "ADV103"
 NAME = "dataloader-wait"
@@ -42,8 +42,8 @@ NON_HITS = {"gpu_run_h100_cifar_tuned_graphs": "batches gathered on the GPU: no 
 
 
 def check(ctx):
-    if ctx.value("dali"):
-        return None   # DALI makes the batches on the GPU: no workers or host images to fix here
+    if dali_feeds(ctx):
+        return None
     total = step_ms(ctx)
     wait = phase_ms(ctx, "data_wait")
     if not total or wait / total < ctx.thresholds.data_wait_frac:

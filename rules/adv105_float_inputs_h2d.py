@@ -23,7 +23,7 @@ Fix safety:
     because it edits the dataset code.
 """
 
-from ._common import fix, h2d, mib, ms, pct, phase_ms, step_ms
+from ._common import dali_feeds, fix, h2d, mib, ms, pct, phase_ms, step_ms
 
 CODE = "ADV105"
 NAME = "float-inputs-over-the-bus"
@@ -37,8 +37,8 @@ NON_HITS = {"amp_bf16_channels_last_config": "uint8 batches normalized on the GP
 
 
 def check(ctx):
-    if ctx.value("dali"):
-        return None   # DALI makes the batches on the GPU: no workers or host images to fix here
+    if dali_feeds(ctx):
+        return None
     inp = ctx.value("input") or {}
     shape = inp.get("shape") or []
     # the runner records "float32"; configs written by hand (and older runs) "torch.float32"

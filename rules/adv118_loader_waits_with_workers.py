@@ -39,7 +39,7 @@ Fix safety:
 
 import re
 
-from ._common import fix, ms, pct, phase_ms, step_ms
+from ._common import dali_feeds, fix, ms, pct, phase_ms, step_ms
 
 CODE = "ADV118"
 NAME = "loader-waits-with-workers"
@@ -71,8 +71,8 @@ def _more_workers(ctx, random_transform, workers: int) -> int | None:
 
 
 def check(ctx):
-    if ctx.value("dali"):
-        return None   # DALI makes the batches on the GPU: no workers or host images to fix here
+    if dali_feeds(ctx):
+        return None
     dl = ctx.value("dataloader") or {}
     workers = dl.get("num_workers") or 0
     measured = ctx.analysis.get("measured") or {}

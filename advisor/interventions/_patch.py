@@ -119,6 +119,13 @@ def before_backward(fn) -> None:
     wrap(torch.autograd, "backward", make)
 
 
+def served_in_process(loader) -> None:
+    """A DataLoader whose batches this process makes from now on (a cached batch, DALI's): no
+    workers to start, nothing to pin, no worker timeout. Set in its ``__dict__``: DataLoader
+    refuses to change these attributes once it has been iterated."""
+    loader.__dict__.update(num_workers=0, pin_memory=False, timeout=0)
+
+
 def accelerator() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 

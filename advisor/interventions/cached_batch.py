@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from advisor.interventions._patch import accelerator, wrap
+from advisor.interventions._patch import accelerator, served_in_process, wrap
 from advisor.interventions.preload import _map
 
 NAME = "cached-batch"
@@ -66,10 +66,7 @@ def _serve_cached(loader, device: torch.device) -> None:
             if shutdown is not None:
                 shutdown()
             cache.append(_map(lambda t: t.to(device), batch, strict=False))
-            # served in this process from now on: no workers, nothing to pin
-            loader.__dict__["num_workers"] = 0
-            loader.__dict__["pin_memory"] = False
-            loader.__dict__["timeout"] = 0
+            served_in_process(loader)
         return Cached(cache[0])
 
     loader._get_iterator = _get_iterator

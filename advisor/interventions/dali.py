@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from advisor import dali
-from advisor.interventions._patch import making_batches, not_applied, wrap
+from advisor.interventions._patch import making_batches, not_applied, served_in_process, wrap
 
 NAME = "dali"
 # The same transforms, drawn from DALI's random streams instead of torch's, and decoded and
@@ -88,10 +88,8 @@ def _serve(loader) -> None:
     def _get_iterator():
         if not made:
             made.append(_take_over(loader))
-            if made[0] is not None:  # served in this process from now on: no workers, nothing to pin
-                loader.__dict__["num_workers"] = 0
-                loader.__dict__["pin_memory"] = False
-                loader.__dict__["timeout"] = 0
+            if made[0] is not None:
+                served_in_process(loader)
         if made[0] is None:
             return real()
         return FromDali(iter(made[0]))
