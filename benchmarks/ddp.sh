@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The ddp fix and the NCCL fixtures on a machine with 2 GPUs. Run directories and traces go to $OUT.
-#   usage: bash benchmarks/ddp.sh fixtures | single | dataparallel
+#   usage: bash benchmarks/ddp.sh fixtures | single | dataparallel | imagenet
 # fixtures:     tests/fixtures/record_ddp_traces.py under torchrun (2 ranks, NCCL): the exposed and
 #               the straggler scenarios, each rank's trace trimmed to its last step.
 # single:       advisor analyze --fix ddp on examples/resnet_single_gpu.py (ResNet-50, one GPU)
 # dataparallel: the same with --data-parallel (nn.DataParallel over every GPU)
+# imagenet:     the corpus's PyTorch ImageNet example (its model in nn.DataParallel when given no
+#               --gpu) over 30,000 synthetic 256 px JPEGs (benchmarks/dali.sh data), ResNet-50,
+#               batch 256, 12 workers, --lr 0.02 (see benchmarks/dali.sh)
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 REPO=$PWD
@@ -17,10 +20,10 @@ keep() {  # RUN_DIR NAME: the run directory with its traces
       "$(basename "$1")"
 }
 
-analyze() {  # NAME ARGS...: one advisor analyze from a scratch working directory
+analyze() {  # NAME SCRIPT ARGS...: one advisor analyze from a scratch working directory
   local name=$1; shift
   mkdir -p "$W/cwd-$name" && cd "$W/cwd-$name" && timeout -s INT ${T:-580} python3 -m advisor analyze \
-      --out "$W/$name" --budget "$BUDGET" --fix ddp "$REPO/examples/resnet_single_gpu.py" "$@" > "$W/$name.txt" 2>&1
+      --out "$W/$name" --budget "$BUDGET" --fix ddp "$@" > "$W/$name.txt" 2>&1
   echo "analyze exit $?" >> "$W/$name.txt"; tail -60 "$W/$name.txt"; cp "$W/$name.txt" "$OUT/"
   keep "$W/$name" "$name"
 }
@@ -31,7 +34,12 @@ fixtures)
   timeout 300 python3 -m torch.distributed.run --standalone --nproc-per-node 2 \
       tests/fixtures/record_ddp_traces.py --out "$OUT/nccl" 2>&1 | grep -v "^\*\|OMP_NUM_THREADS"
   ;;
-single) analyze single ;;
-dataparallel) analyze dataparallel --data-parallel ;;
-*) echo "usage: bash benchmarks/ddp.sh fixtures | single | dataparallel" >&2; exit 2 ;;
+single) analyze single "$REPO/examples/resnet_single_gpu.py" ;;
+dataparallel) analyze dataparallel "$REPO/examples/resnet_single_gpu.py" --data-parallel ;;
+imagenet)
+  N=${N:-30000} W=/tmp/dali-bench bash "$REPO/benchmarks/dali.sh" data
+  analyze imagenet "$REPO/benchmarks/corpus/imagenet_examples/main.py" /tmp/dali-bench/jpegs/imagenet \
+      -a resnet50 -b 256 -j 12 --lr 0.02
+  ;;
+*) echo "usage: bash benchmarks/ddp.sh fixtures | single | dataparallel | imagenet" >&2; exit 2 ;;
 esac

@@ -171,3 +171,17 @@ def test_the_ddp_fix_on_a_trainer_that_wraps_its_model_itself_once_a_group_exist
                             str(project / "train.py"), "--epochs", "1"], capture_output=True, text=True, timeout=300)
     assert ranks.returncode == 0 and ranks.stdout.count("epoch 0 loss") == 2, ranks.stdout + ranks.stderr[-2000:]
 
+
+def test_only_a_ddp_branch_that_waits_for_a_process_group_is_left_to_the_script():
+    """The Trainer layout wraps its model `if dist.is_initialized()`: _ddp_start() makes that
+    branch run. PyTorch's ImageNet example wraps it `elif args.distributed`, a flag of its own
+    that stays False under torchrun (its model stays nn.DataParallel), so it gets _ddp_model."""
+    from advisor.patch.core import parse_file
+    from advisor.patch.ddp_fix import _wraps_itself
+
+    layout = LAYOUT / "train.py"
+    assert _wraps_itself(parse_file(str(layout), "train.py")) == 29
+    imagenet = Path(__file__).parents[1] / "benchmarks" / "corpus" / "imagenet_examples" / "main.py"
+    assert "DistributedDataParallel(model" in imagenet.read_text()
+    assert _wraps_itself(parse_file(str(imagenet), "main.py")) is None
+

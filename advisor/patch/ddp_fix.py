@@ -15,8 +15,8 @@ executes at run time (advisor/interventions/_ddp_source.py, advisor/intervention
 
 from __future__ import annotations
 
+import ast
 import os
-import re
 
 import libcst as cst
 
@@ -48,12 +48,23 @@ def _define(ctx: PatchContext, f, blocks: list[tuple[str, str]]) -> None:
 
 def _wraps_itself(f) -> int | None:
     """The line of the file's own DistributedDataParallel(...) call (``DDP(...)`` when imported
-    so), a branch that a run without a process group never took; None without one."""
-    names = {"DistributedDataParallel"} | set(re.findall(r"DistributedDataParallel\s+as\s+(\w+)", f.text))
-    for i, line in enumerate(f.text.splitlines(), 1):
-        code = line.split("#", 1)[0]
-        if any(re.search(rf"\b{n}\s*\(", code) for n in names):
-            return i
+    so) under an ``if`` that asks ``is_initialized()``: a branch that a run without a process
+    group never took and that ``_ddp_start()`` makes run. None otherwise: a DDP branch behind a
+    flag of the script's own (the ImageNet example's ``args.distributed``) stays untaken under
+    torchrun, and the model gets ``_ddp_model``."""
+    try:
+        tree = ast.parse(f.text)
+    except SyntaxError:
+        return None
+    names = {"DistributedDataParallel"} | {a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                                           for a in n.names if a.name == "DistributedDataParallel" and a.asname}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "is_initialized" in ast.unparse(node.test):
+            for stmt in node.body:
+                for call in ast.walk(stmt):
+                    if isinstance(call, ast.Call) and (getattr(call.func, "attr", None) in names
+                                                       or getattr(call.func, "id", None) in names):
+                        return call.lineno
     return None
 
 
