@@ -295,6 +295,19 @@ def test_timeline_of_the_median_step():
     assert len(json.dumps(tl)) < 40_000
 
 
+def test_the_timeline_of_a_gpu_bound_step_follows_its_gpu_work():
+    """H200, 8-worker ImageFolder trial: the host ran ahead of the GPU in its profiled steps.
+    The step drawn is the metrics' median step, which lasts until its GPU work is done: the
+    GPU is busy through it, as it was (98.9% in the metrics)."""
+    from advisor.metrics import analyze
+    from advisor.trace import load_trace
+    run = REPO / "tests" / "fixtures" / "runs" / "imagefolder_dali_h200" / "tb" / "01-dataloader-workers-8"
+    model = load_trace(str(next(run.glob("*.pt.trace.json.gz"))))
+    tl = timeline.step_timeline(model)
+    assert tl["step_ms"] == pytest.approx(analyze(model)["step_time_ms"], abs=1e-3)
+    assert tl["gpu_busy_ms"] > 0.9 * tl["step_ms"]
+
+
 def test_merge_segments():
     s, e = np.array([0.0, 1.0, 1.5, 5.0]), np.array([1.0, 1.4, 2.0, 6.0])
     key, ids = np.array([1, 1, 2, 2]), np.array([7, 8, 9, 10])

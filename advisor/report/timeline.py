@@ -11,7 +11,8 @@ Pure functions of a TraceModel; the result is small plain JSON (times in ms from
      "names": ["volta_sgemm_128x64_nn", ...],      # seg[3] indexes it (-1: none)
      "gpu_busy_ms": 19.6, "gpu_idle_ms": 18.6, "gaps": [[s, e], ...]}   # longest idle gaps
 
-The step is the median-duration step of the trace. CPU segments are the painted phase ranges
+The step is the median-duration step of the trace, over the windows the metrics use (a step
+lasts until the GPU work it launched is done: advisor.metrics.follow_gpu). CPU segments are the painted phase ranges
 (advisor::* annotations, else torch's; advisor.trace.phases). GPU segments are the kernels,
 copies and memsets of one (device, stream) lane, merged when they are closer than a small gap
 and launched from the same phase; a lane is re-merged with a wider gap until it has at most
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor.metrics import follow_gpu
+from advisor.trace.model import steps_from
 from advisor.trace.phases import OTHER, PHASES, gpu_ops, timeline as phase_timeline
 
 MAX_SEGS = 300         # per lane
@@ -30,12 +33,11 @@ MIN_GAP_FRAC = 1e-3    # merge GPU ops closer than this fraction of the step (at
 NAME_CHARS = 120
 
 
-def representative_step(model) -> int | None:
-    """Index in model.steps of the median-duration step (the lower median); None if none."""
-    if not model.steps:
+def representative_step(win: np.ndarray) -> int | None:
+    """Index of the median-duration window (the lower median); None if none."""
+    if not len(win):
         return None
-    durs = np.array([d for _, d, _ in model.steps])
-    order = np.argsort(durs, kind="stable")
+    order = np.argsort(win[:, 1] - win[:, 0], kind="stable")
     return int(order[(len(order) - 1) // 2])
 
 
@@ -91,13 +93,17 @@ def _union_len(s: np.ndarray, e: np.ndarray) -> tuple[float, list[tuple[float, f
 
 def step_timeline(model, step: int | None = None, max_segs: int = MAX_SEGS) -> dict | None:
     """The lanes of one step (the median one by default); None without steps."""
-    idx = representative_step(model) if step is None else step
+    tl = phase_timeline(model)
+    ops = gpu_ops(model, tl) if model.has_gpu else None
+    win = steps_from(model.steps)
+    if ops is not None:
+        win = follow_gpu(win, ops.launch, ops.end)
+    idx = representative_step(win) if step is None else step
     if idx is None:
         return None
-    lo, dur, label = model.steps[idx]
-    hi = lo + dur
+    lo, hi = (float(t) for t in win[idx])
+    dur, label = hi - lo, model.steps[idx][2]
     ms = lambda t: round((float(t) - lo) / 1000.0, 4)  # noqa: E731
-    tl = phase_timeline(model)
     names: list[str] = []
     name_ix: dict[int, int] = {}
 
@@ -132,8 +138,7 @@ def step_timeline(model, step: int | None = None, max_segs: int = MAX_SEGS) -> d
         lanes.append({"name": "CPU: waits for the GPU", "kind": "sync",
                       "segs": [[ms(a), ms(b), -2, int(w)] for a, b, _, w in segs]})
     busy, gaps = 0.0, []
-    if model.has_gpu:
-        ops = gpu_ops(model, tl)
+    if ops is not None:
         dev = np.concatenate([model.kernels.device, model.memcpy.device, model.memset.device])
         stream = np.concatenate([model.kernels.stream, model.memcpy.stream, model.memset.stream])
         inside = (ops.start < hi) & (ops.end > lo)
