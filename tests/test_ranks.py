@@ -185,3 +185,20 @@ def test_only_a_ddp_branch_that_waits_for_a_process_group_is_left_to_the_script(
     assert "DistributedDataParallel(model" in imagenet.read_text()
     assert _wraps_itself(parse_file(str(imagenet), "main.py")) is None
 
+
+def test_apply_ddp_runs_the_baseline_as_ranks_and_a_larger_batch_gives_each_its_own_back(tmp_path):
+    """--apply ddp: every run of the analysis, the baseline's too, is 2 ranks at 32 each (the
+    script's 64 split). The batch-size x2 trial on top keeps the script's 64 a process (128 a
+    step): DDP with the per-GPU batch kept, measured apart as a training-dynamics change."""
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", "--apply", "ddp:nproc=2", "--fix", "batch-size",
+                           "--budget", "3", "--out", str(out), str(TINY), "--steps", "400"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "run.json").read_text())
+    assert (doc["measurement"]["ranks"], doc["measurement"]["batch_size"]) == (2, 32)
+    x2 = next(t for t in doc["trials"] if t["name"] == "apart-batch-size-x2")
+    assert x2["batch_size"] == 64 and x2["apart"], x2
+    assert x2["description"].endswith("over the 2 ddp processes: 64 a process, 128 a step"), x2["description"]
+    assert "changes training dynamics" in x2["reason"]
+

@@ -51,7 +51,9 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, measure_min_s=ns.min_time, timeout=ns.timeout,
         step_timeout=ns.step_timeout, stall_timeout=ns.stall_timeout, out=ns.out, record_memory=ns.memory,
         with_stack=ns.with_stack, record_shapes=ns.shapes, rules_dirs=ns.rules,
-        thresholds=ns.thresholds, nproc_per_node=max(1, ns.nproc_per_node))
+        thresholds=ns.thresholds,
+        # --apply ddp runs every process of the run as the ddp fix launches it, the baseline's too
+        nproc_per_node=pipeline.launch_nproc(ns.applied, max(1, ns.nproc_per_node)))
     if opts.nproc_per_node > 1:
         ns.lookahead = 0   # ranks start under torch.distributed.run, never ahead (runner/ranks.py)
     try:

@@ -54,4 +54,15 @@ def _measure(after: After, cand: Candidate, guesses: list) -> dict:
         rec["gain_vs_previous"] = gain
         rec["reason"] = reason.replace("the previous stack", "the kept fixes") + \
             "; changes training dynamics: scale the learning rate with the batch"
+        _per_process(rec, after)
     return rec
+
+
+def _per_process(rec: dict, after: After) -> None:
+    """On top of a kept (or --apply'd) ddp the batch is split over its processes: say what each
+    one takes (x2 over 2 processes gives each the script's own batch back)."""
+    ddp = [p.params for c in after.stack for p in c.parts if p.name == "ddp"] + \
+        [a.get("params") or {} for a in after.applied if a.get("name") == "ddp"]
+    if ddp and rec.get("batch_size"):
+        n = max(2, int(ddp[0].get("nproc") or 2))
+        rec["description"] += f"; over the {n} ddp processes: {rec['batch_size']} a process, {rec['batch_size'] * n} a step"

@@ -126,7 +126,8 @@ class _Ladder:
         """The ladder's outcome as the measurements on top of it see it."""
         return After(stack=list(self.stack), base=self.base, environment=self.ctx.environment,
                      reference=Reference(self.ref_runs, self.loss_ref, self.noise), process=self.process,
-                     out_of_budget=self.ctx.out_of_budget, ahead=self.ctx.ahead.count, only=self.ctx.only)
+                     out_of_budget=self.ctx.out_of_budget, ahead=self.ctx.ahead.count, only=self.ctx.only,
+                     applied=tuple(self.ctx.applied))
 
     def _pick(self) -> Candidate | None:
         """The next rung (rungs.pick), its skipped fixes recorded and its notes said."""

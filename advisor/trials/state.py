@@ -31,6 +31,7 @@ class After:
     out_of_budget: Callable[[], bool]
     ahead: int                             # processes started ahead (0: none)
     only: set[str] | None = None           # --fix: the trials the user asked for
+    applied: tuple = ()                    # --apply: {"name", "params"} under every run
 
 
 class LadderView(Protocol):
