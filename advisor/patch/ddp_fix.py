@@ -48,7 +48,7 @@ def _define(ctx: PatchContext, f, blocks: list[tuple[str, str]]) -> None:
 
 def _wraps_itself(f) -> int | None:
     """The line of the file's own DistributedDataParallel(...) call (``DDP(...)`` when imported
-    so) under an ``if`` that asks ``is_initialized()``: a branch that a run without a process
+    so) under an ``if`` that asks ``is_initialized()`` (in its body or its ``else``): a branch that a run without a process
     group never took and that ``_ddp_start()`` makes run. None otherwise: a DDP branch behind a
     flag of the script's own (the ImageNet example's ``args.distributed``) stays untaken under
     torchrun, and the model gets ``_ddp_model``."""
@@ -60,7 +60,7 @@ def _wraps_itself(f) -> int | None:
                                            for a in n.names if a.name == "DistributedDataParallel" and a.asname}
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "is_initialized" in ast.unparse(node.test):
-            for stmt in node.body:
+            for stmt in [*node.body, *node.orelse]:
                 for call in ast.walk(stmt):
                     if isinstance(call, ast.Call) and (getattr(call.func, "attr", None) in names
                                                        or getattr(call.func, "id", None) in names):
