@@ -48,10 +48,10 @@ def _define(ctx: PatchContext, f, blocks: list[tuple[str, str]]) -> None:
 
 def _wraps_itself(f) -> int | None:
     """The line of the file's own DistributedDataParallel(...) call (``DDP(...)`` when imported
-    so) under an ``if`` that asks ``is_initialized()`` (in its body or its ``else``): a branch that a run without a process
-    group never took and that ``_ddp_start()`` makes run. None otherwise: a DDP branch behind a
-    flag of the script's own (the ImageNet example's ``args.distributed``) stays untaken under
-    torchrun, and the model gets ``_ddp_model``."""
+    so) under an ``if`` that asks ``is_initialized()`` (in its body or its ``else``): a branch
+    that a run without a process group never took and that ``_ddp_start()`` makes run. None
+    otherwise: a DDP branch behind a flag of the script's own (the ImageNet example's
+    ``args.distributed``) stays untaken under torchrun, and the model gets ``_ddp_model``."""
     try:
         tree = ast.parse(f.text)
     except SyntaxError:
