@@ -55,7 +55,8 @@ def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeO
         "with_stack": opts.with_stack,
         "record_shapes": opts.record_shapes,
         "interventions": interventions or [],
-        "nproc_per_node": opts.nproc_per_node,
+        # a ddp fix launches its processes; else the run's own count
+        "nproc_per_node": launch_nproc(interventions, opts.nproc_per_node),
         # the lines of the script's code that ran (runner/lines.py), for the patch's anchors:
         # the baseline's alone are read, so trials do not pay for them
         "record_lines": True,
@@ -75,7 +76,6 @@ def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: Analyze
     spec["record_lines"] = False
     spec["count_flops"] = False
     spec["seed"] = 0
-    spec["nproc_per_node"] = launch_nproc(interventions, opts.nproc_per_node)
     if quiet_s:
         spec["quiet_s"] = quiet_s
     if not profile:
@@ -142,9 +142,8 @@ def rank_analyses(run_dir: Path, child: dict, analysis: dict | None) -> tuple[li
     models, analyses, rows = [], [], []
     for r in child.get("ranks") or []:
         row = {"rank": r["rank"], "device": r.get("device"), "trace_files": r.get("trace_files") or []}
-        times = [t for t in r.get("step_times_ms") or [] if t is not None]
-        if r.get("measure_window_ms") and times:
-            row["step_time_ms"] = r["measure_window_ms"] / len(times)
+        if r.get("measure_window_ms") and measure.step_times(r):
+            row["step_time_ms"] = measure.step_ms(r)   # the window over its steps, as the run's own
         waits = [w for w in r.get("data_wait_ms") or [] if w is not None]
         if waits:
             row["data_wait_ms"] = sum(waits) / len(waits)

@@ -13,8 +13,8 @@ Pure functions of a TraceModel; the result is small plain JSON (times in ms from
 
 The step is the median-duration step of the trace, over the windows the metrics use (a step
 lasts until the GPU work it launched is done: advisor.metrics.follow_gpu). CPU segments are the
-painted phase ranges (advisor::* annotations, else torch's; advisor.trace.phases). GPU segments are the kernels,
-copies and memsets of one (device, stream) lane, merged when they are closer than a small gap
+painted phase ranges (advisor::* annotations, else torch's; advisor.trace.phases). GPU segments
+are the kernels, copies and memsets of one (device, stream) lane, merged when they are closer than a small gap
 and launched from the same phase; a lane is re-merged with a wider gap until it has at most
 ``max_segs`` segments, so a report stays small whatever the trace. Each GPU segment keeps the
 name of its longest op (untrusted text: the page only ever draws it on a canvas or as text).
