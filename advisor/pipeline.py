@@ -72,7 +72,7 @@ def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: Analyze
     spec = make_spec(script, script_args, Path(run_dir) / "trials" / name, opts, interventions=interventions,
                      run_name=name)
     spec["tb_dir"] = str(Path(run_dir) / "tb")
-    spec["sandbox_writes"] = True
+    sandbox(spec, run_dir)
     spec["record_lines"] = False
     spec["count_flops"] = False
     spec["seed"] = 0
@@ -80,6 +80,17 @@ def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: Analyze
         spec["quiet_s"] = quiet_s
     if not profile:
         spec["profile_steps"] = 0
+    return spec
+
+
+def sandbox(spec: dict, run_dir: Path | str, workdir: str = "tree") -> dict:
+    """Make a spec sandboxed (docs/safety.md): the script's Python-level writes outside the run
+    directory redirected into it (runner/sandbox.py), the process in a copy-on-write view of the
+    filesystem where the machine allows one (runner/jail.py), and its working directory
+    ``workdir``: relative to its own run directory, a mirror of the user's cwd."""
+    spec["sandbox_writes"] = True
+    spec["sandbox_root"] = str(run_dir)
+    spec["workdir"] = workdir
     return spec
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from advisor import measure
+from advisor import measure, pipeline
 from advisor.runner._util import MIN_TIMED
 
 MIN_WARMUP = 2
@@ -88,15 +88,16 @@ def for_trials(opts, sched: Schedule):
 
 
 def timing_spec(spec: dict, sched: Schedule, where: Path) -> dict:
-    return {**spec, **sched.timing, "profile_steps": 0, "measure_min_s": 0.0, "run_dir": str(where),
-            "tb_dir": str(Path(spec["run_dir"]) / "tb"), "sandbox_writes": True, "record_lines": False,
-            "count_flops": False}
+    return pipeline.sandbox({**spec, **sched.timing, "profile_steps": 0, "measure_min_s": 0.0, "run_dir": str(where),
+                             "tb_dir": str(Path(spec["run_dir"]) / "tb"), "record_lines": False,
+                             "count_flops": False}, spec.get("sandbox_root") or spec["run_dir"])
 
 
 def profile_spec(spec: dict, sched: Schedule, where: Path) -> dict:
-    return {**spec, **sched.profile, "measure_steps": 0, "run_dir": str(where),
-            "tb_dir": str(Path(spec.get("tb_dir") or Path(spec["run_dir"]) / "tb")),
-            "sandbox_writes": True, "record_lines": False, "count_flops": False}
+    return pipeline.sandbox({**spec, **sched.profile, "measure_steps": 0, "run_dir": str(where),
+                             "tb_dir": str(Path(spec.get("tb_dir") or Path(spec["run_dir"]) / "tb")),
+                             "record_lines": False, "count_flops": False},
+                            spec.get("sandbox_root") or spec["run_dir"])
 
 
 def complete(first: dict, spec: dict, sched: Schedule, run, say=None) -> dict:
@@ -151,6 +152,7 @@ def own_profiler_run(first: dict, spec: dict, run, say=None) -> dict | None:
     child = run({**spec, "run_dir": str(where), "run_name": "own-profiler", "tb_dir": str(where / "tb"),
                  "warmup_steps": 10 ** 9, "measure_steps": 0, "profile_steps": 0, "own_profiler": True,
                  "max_steps": steps + OWN_PROFILER_STEPS, "sandbox_writes": True, "record_lines": False,
+                 "workdir": None,   # the script's profiler writes where it asks, in the user's cwd
                  "count_flops": False})
     own = child.get("own_profiler") or {}
     traces = [p for p in own.get("exports") or [] if Path(p).exists() or Path(p + ".gz").exists()]

@@ -22,6 +22,7 @@ import subprocess
 from pathlib import Path
 
 from advisor import interventions, measure, pipeline
+from advisor.runner._util import mirror_tree
 
 NAME = "verify-plain-python"
 SHORT = 0.90          # under this fraction of the stack, the report names what did not take
@@ -32,33 +33,6 @@ SHORT = 0.90          # under this fraction of the stack, the report names what 
 def patched_files(diff: str) -> list[str]:
     """The relative paths a unified diff writes (its ``+++ b/...`` lines)."""
     return [m.group(1).strip() for m in re.finditer(r"^\+\+\+ b/(.+)$", diff, re.M)]
-
-
-def build_overlay(root: str, dest: str, copies: list[str]) -> None:
-    """``dest`` mirrors ``root``: each file in ``copies`` (relative paths) is a real copy, the
-    directories above them are real, every other entry of those directories links to the
-    original."""
-    root, dest = os.path.realpath(root), os.path.abspath(dest)
-    shutil.rmtree(dest, ignore_errors=True)
-    real_dirs = {""}
-    for rel in copies:
-        parts = Path(rel).parts[:-1]
-        real_dirs.update(os.path.join(*parts[:k]) if k else "" for k in range(len(parts) + 1))
-    for d in sorted(real_dirs):
-        os.makedirs(os.path.join(dest, d), exist_ok=True)
-        try:
-            entries = os.listdir(os.path.join(root, d))
-        except OSError:
-            continue
-        for name in entries:
-            rel = os.path.join(d, name) if d else name
-            if rel in real_dirs or name == "__pycache__":
-                continue
-            src, out = os.path.join(root, rel), os.path.join(dest, rel)
-            if rel in copies:
-                shutil.copy2(src, out)
-            else:
-                os.symlink(src, out)
 
 
 def apply_patch(diff: str, tree: str, texts: dict[str, str]) -> str | None:
@@ -186,7 +160,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     root = os.path.dirname(script)
     tree = Path(run_dir) / "verify" / "tree"
     copies = sorted({*patched_files(diff), os.path.basename(script)})
-    build_overlay(root, str(tree), copies)
+    mirror_tree(root, str(tree), copies)
     error = apply_patch(diff, str(tree), texts) if diff else None   # a flag change alone: nothing to apply
     out: dict = {"tree": os.path.relpath(tree, run_dir), "argv": argv_with_changes(script_args, notes), "runs": 0}
     if error:
@@ -198,6 +172,8 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         spec = pipeline.trial_spec(patched, out["argv"], run_dir, opts, NAME, [], profile=False)
         spec["run_dir"] = str(Path(run_dir) / "verify" / f"run-{attempt + 1}")   # not a trial's
         spec["project_dirs"] = [root]
+        if os.path.realpath(spec["cwd"]) == root:   # it starts in the patched tree, not the user's
+            spec["workdir"] = str(tree)
         # the patched script of a ddp fix runs as torchrun runs it (the report gives the command)
         spec["nproc_per_node"] = pipeline.launch_nproc([{"name": f.get("intervention"), "params": f.get("params")}
                                                         for f in fixes], opts.nproc_per_node)

@@ -120,7 +120,8 @@ def test_a_stalled_script_is_stopped_and_its_stacks_shown(tmp_path):
     assert "the script stalled; where each thread was:" in r.stderr
     assert 'stalls.py", line 10 in next_batch' in r.stderr and 'stalls.py", line 15 in <module>' in r.stderr
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith("advisor: run incomplete: stalled: no training step for 3 s after step 7"), last
+    assert last.startswith("advisor: run incomplete: stalled: no progress (no training step, forward, batch or "
+                           "backward) for 3 s after step 7"), last
     doc = json.loads((tmp_path / "run" / "run.json").read_text())
     assert doc["status"] == "incomplete" and doc["measurement"]["steps_measured"] >= 1  # kept
 

@@ -124,7 +124,8 @@ def test_never_reaches_a_step(runs):
 def test_a_stall_mid_run_is_stopped_with_every_threads_stack(runs):
     res, out, err, child = runs["stall"]
     reason = res["incomplete_reasons"][0]
-    assert reason.startswith("stalled: no training step for 3 s after step 8 (its median step: "), reason
+    assert reason.startswith("stalled: no progress (no training step, forward, batch or backward) for 3 s "
+                             "after step 8 (its median step: "), reason
     assert res["elapsed_s"] < 60 and res["stalled"]
     assert res["exit"]["code"] == -2 and child["exit"]["exception"] == "KeyboardInterrupt"
     assert child["steps_seen"] == 8 and child["step_times_ms"]   # what was measured is kept

@@ -41,6 +41,51 @@ def write_json_atomic(path: str, obj) -> None:
     os.replace(tmp, path)
 
 
+def mirror_tree(root: str, dest: str, copies=()) -> None:
+    """``dest`` mirrors the directory ``root``: each file in ``copies`` (relative paths) is a real
+    copy, the directories above them are real, every other entry of those directories is a
+    symbolic link to the original. A sandboxed process starts in such a mirror of the user's
+    working directory (its relative reads find the user's files, its new files land in the run
+    directory), and the patch is applied to one (advisor.verify)."""
+    import shutil
+    from pathlib import Path
+
+    root, dest = os.path.realpath(root), os.path.abspath(dest)
+    shutil.rmtree(dest, ignore_errors=True)
+    real_dirs = {""}
+    for rel in copies:
+        parts = Path(rel).parts[:-1]
+        real_dirs.update(os.path.join(*parts[:k]) if k else "" for k in range(len(parts) + 1))
+    for d in sorted(real_dirs):
+        os.makedirs(os.path.join(dest, d), exist_ok=True)
+        try:
+            entries = os.listdir(os.path.join(root, d))
+        except OSError:
+            continue
+        for name in entries:
+            rel = os.path.join(d, name) if d else name
+            if rel in real_dirs or name == "__pycache__":
+                continue
+            src, out = os.path.join(root, rel), os.path.join(dest, rel)
+            if rel in copies:
+                shutil.copy2(src, out)
+            else:
+                os.symlink(src, out)
+
+
+def workdir(spec: dict) -> str | None:
+    """Where a sandboxed process starts (spec ``workdir``: absolute, or relative to its run
+    directory, a mirror of the user's cwd made by ``ensure_workdir``); None: the user's cwd."""
+    wd = spec.get("workdir")
+    return None if not wd else wd if os.path.isabs(wd) else os.path.join(spec["run_dir"], wd)
+
+
+def ensure_workdir(spec: dict) -> None:
+    wd = workdir(spec)
+    if wd and not os.path.isabs(spec["workdir"]) and not os.path.isdir(wd):
+        mirror_tree(spec.get("cwd") or os.getcwd(), wd)
+
+
 def read_json(path: str):
     """The parsed JSON at path, or None when it is missing or unreadable."""
     try:

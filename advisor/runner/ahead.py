@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 
-from advisor.runner._util import write_json_atomic
+from advisor.runner._util import ensure_workdir, write_json_atomic
 from advisor.runner.parent import _kill_group, _spawn, _Tail, start_child
 
 # What may differ between a guessed spec and the trial's: where it runs and what it is called.
@@ -39,8 +39,12 @@ def _renice(pgid: int, value: int) -> None:
         pass
 
 
-def _fifo() -> tuple[str, str]:
-    d = tempfile.mkdtemp(prefix="advisor-fifo-")
+def _fifo(root: str | None = None) -> tuple[str, str]:
+    """A FIFO in a directory of its own: under the sandbox's real directory when there is one
+    (a FIFO seen through an overlay is another pipe than advisor's)."""
+    if root:
+        os.makedirs(os.path.join(root, ".fifo"), exist_ok=True)
+    d = tempfile.mkdtemp(prefix="advisor-fifo-", dir=os.path.join(root, ".fifo") if root else None)
     path = os.path.join(d, "go")
     os.mkfifo(path)
     return d, path
@@ -96,15 +100,15 @@ class WarmChild(_StartedAhead):
     spec's path (bootstrap.py --wait). Same interpreter, cwd, environment and session as
     run_child's own; stdin is the terminal's, as there."""
 
-    def __init__(self, cwd: str | None, stdout_to_stderr: bool = False):
-        self.cwd, self.stdout_to_stderr = cwd, stdout_to_stderr
-        self.fifo_dir, self.fifo = _fifo()
-        self.proc = _spawn(["--wait", self.fifo], cwd, stdout_to_stderr)
+    def __init__(self, cwd: str | None, stdout_to_stderr: bool = False, root: str | None = None):
+        self.cwd, self.stdout_to_stderr, self.root = cwd, stdout_to_stderr, root
+        self.fifo_dir, self.fifo = _fifo(root)
+        self.proc = _spawn(["--wait", self.fifo], cwd, stdout_to_stderr, jail=root)
         _renice(self.proc.pid, AHEAD_NICE)
 
-    def fits(self, cwd: str | None, stdout_to_stderr: bool) -> bool:
+    def fits(self, cwd: str | None, stdout_to_stderr: bool, root: str | None = None) -> bool:
         return self.proc.poll() is None and (cwd or None) == (self.cwd or None) \
-            and stdout_to_stderr == self.stdout_to_stderr
+            and stdout_to_stderr == self.stdout_to_stderr and (root or None) == (self.root or None)
 
     def go(self, spec_path: str, wait_s: float = 120.0) -> subprocess.Popen | None:
         """Hand the spec over (the process then runs at normal priority); None when the process
@@ -122,9 +126,10 @@ class WarmChild(_StartedAhead):
         self._kill()
 
 
-def start_warm(cwd: str | None, stdout_to_stderr: bool) -> WarmChild | None:
+def start_warm(cwd: str | None, stdout_to_stderr: bool, root: str | None = None) -> WarmChild | None:
+    """A process started ahead; ``root``: sandboxed, with that directory kept real."""
     try:
-        return WarmChild(cwd, stdout_to_stderr)
+        return WarmChild(cwd, stdout_to_stderr, root)
     except (OSError, AttributeError):  # no FIFO here (os.mkfifo), or no process: it starts cold
         return None
 
@@ -142,15 +147,16 @@ class HeldChild(_StartedAhead):
         self.spec = spec
         self.where = where
         self.hold_at = hold_at  # "cuda": at its first CUDA use; "warmup": before its last warm-up steps
-        self.fifo_dir, fifo = _fifo()
+        self.fifo_dir, fifo = _fifo(spec.get("sandbox_root"))
         os.makedirs(where)
+        ensure_workdir({**spec, "run_dir": where})
         spec_path = os.path.join(where, "spec.json")
         write_json_atomic(spec_path, {**spec, "run_dir": where, "hold": fifo, "hold_at": hold_at})
         progress = os.path.join(where, "progress.jsonl")
         open(progress, "wb").close()
         self.tail = _Tail(progress)
         self.spawned = time.time()
-        self.proc, _ = start_child(spec_path, spec.get("cwd"), stdout_to_stderr, warm)
+        self.proc, _ = start_child(spec_path, spec.get("cwd"), stdout_to_stderr, warm, spec)
         _renice(self.proc.pid, AHEAD_NICE)
         self.fifo = fifo
         self.held = False      # it reached the hold (nothing running, nothing queued on the GPU)

@@ -65,6 +65,8 @@ def _main() -> None:
         sys.argv[1:] = [line]
     with open(sys.argv[1], encoding="utf-8") as f:
         spec = json.load(f)
+    if spec.get("workdir"):   # a sandboxed process: a mirror of the user's cwd (runner/_util.py)
+        os.chdir(spec["workdir"] if os.path.isabs(spec["workdir"]) else os.path.join(spec["run_dir"], spec["workdir"]))
 
     script = spec["script"]
     argv = [str(a) for a in spec.get("argv") or [script]]
@@ -134,6 +136,8 @@ def _main() -> None:
     if isinstance(exc, SystemExit):
         raise exc
     _trim_traceback(exc, ADVISOR_DIR)
+    if isinstance(exc, KeyboardInterrupt) and spec.get("quiet_interrupt"):
+        sys.excepthook = _silent_excepthook  # a trial advisor stopped (trials/process.py): no traceback
     try:
         sys.excepthook(type(exc), exc, exc.__traceback__)
     except BaseException:

@@ -115,6 +115,7 @@ class Controller(Profiling, Reporting):
         self.observer = None        # observe.Observer
         self.sandbox = None         # sandbox.Sandbox (trials)
         self.hooks = None           # hooks.Hooks
+        self.watch = None           # liveness.Watch: in a timed window with the loop hooks off
         self.lines = None           # lines.LineRecorder: the user's lines that ran (for the patch)
         self._progress = open(os.path.join(self.run_dir, "progress.jsonl"), "a", buffering=1,
                               encoding="utf-8")
@@ -131,6 +132,8 @@ class Controller(Profiling, Reporting):
             self.lines.after_fork()
         self.ranges.profiling = False
         self.prof = None
+        if self.watch is not None:
+            self.watch.after_fork()
         try:
             if self.hooks is not None:
                 self.hooks.remove_all()
@@ -225,6 +228,9 @@ class Controller(Profiling, Reporting):
             self.internal_error("step boundary", e)
 
     def _boundary_impl(self) -> None:
+        w = self.watch
+        if w is not None and w.handle is not None:
+            w.disarm()  # armed in a pause between steps (runner/liveness.py)
         n = self.steps_seen = self.steps_seen + 1
         if n >= STOP_AFTER_STEPS and self.lines is not None:
             self.lines.stop()
@@ -312,6 +318,7 @@ class Controller(Profiling, Reporting):
     def _enter_profile(self) -> None:
         """Phase ranges back on, and the profiler started with one warmup step (one more for
         a compiled model, as the window had: see _enter_measure)."""
+        self._stop_watch()
         if self.hooks is not None and not self.hooks.loop_active:
             self.hooks._install_loop_hooks()
         self.phase = "profile"
@@ -342,11 +349,23 @@ class Controller(Profiling, Reporting):
         self.data_acc = 0.0
         self.item_wait_s, self.item_waits = 0.0, 0
         self.settle = self._settle_n
+        if self.hooks is not None and not self._settle_n:
+            # forwards go unseen now: a pause between timed steps arms a hook (runner/liveness.py)
+            from advisor.runner.liveness import Watch
+
+            self.watch = Watch(self)
+            self.watch.start()
         self._t_warm = perf_counter()
         if not self.settle:
             self.window.start()
 
+    def _stop_watch(self) -> None:
+        if self.watch is not None:
+            self.watch.stop()
+            self.watch = None
+
     def _done(self) -> None:
+        self._stop_watch()
         self.phase = "done"
         self.stage = "measured"
         self.stop_requested = True
@@ -377,6 +396,7 @@ class Controller(Profiling, Reporting):
                 self._boundary()
                 stopped = self.stop_requested
         self._stop_profiler()
+        self._stop_watch()
         if self.flops is not None:
             self.flops.finish()
         if self.hooks is not None:

@@ -2,7 +2,8 @@
 
 Permanent (whole run): optimizer step pre/post hooks (steps, advisor::optimizer), DataLoader
 iterator ``__next__`` (advisor::data, data-wait time, batch size), ``Tensor.backward`` /
-``torch.autograd.backward`` (advisor::backward, loss), ``GradScaler.scale`` (unscaled loss).
+``torch.autograd.backward`` (advisor::backward, loss), ``GradScaler.scale`` (unscaled loss),
+``torch.save`` (a sign of work: runner/liveness.py, as batches, backwards and forwards are too).
 Loop hooks (removed when the measure stage starts, so measured steps pay nothing for them):
 global module forward hooks (advisor::forward, model input), ``Tensor.to`` / ``Tensor.cuda``
 (advisor::h2d, in copies.py), ``Optimizer.zero_grad`` / ``Module.zero_grad`` (advisor::zero_grad)."""
@@ -54,6 +55,7 @@ class Hooks(CopyHooks):
         self._patch_dataloader()
         self._patch_backward()
         self._patch_scaler()
+        self._patch_save()
         self.c.oneoffs.patch_train(self.permanent, self.c.commit)
         self._time_item()  # permanent, under the loop's .item() observer
         self._install_loop_hooks()
@@ -130,6 +132,7 @@ class Hooks(CopyHooks):
 
         @functools.wraps(orig)
         def __next__(it):
+            c.alive()
             if c.pending:
                 c.commit()
             tok = c.ranges.push("advisor::data") if hooks._ranges_on() else None
@@ -198,6 +201,7 @@ class Hooks(CopyHooks):
         def run(loss, fn, *a, **k):
             if hooks._in_backward or _is_compiling():
                 return fn(*a, **k)
+            c.alive()
             if c.pending:
                 c.commit()
             if c.cur_loss is None and isinstance(loss, torch.Tensor):
@@ -244,12 +248,32 @@ class Hooks(CopyHooks):
 
         self.permanent.set(GradScaler, "scale", scale)
 
+    def _patch_save(self) -> None:
+        """A checkpoint written between steps is work, not a stall (runner/liveness.py)."""
+        import torch.serialization as ser
+
+        c = self.c
+        orig = torch.save
+
+        @functools.wraps(orig)
+        def save(*args, **kwargs):
+            c.alive()
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                c.alive()
+
+        self.permanent.set(torch, "save", save)
+        if ser.save is orig:
+            self.permanent.set(ser, "save", save)
+
     # ------------------------------------------------------------------ forward
     def _fwd_pre(self, module, args):
         # DataParallel replica threads; a Dataset's transform modules while a batch is made
         if _is_compiling() or _get_ident() != self._main_ident or in_loading():
             return None
         c = self.c
+        c.alive()  # also switched off (a compiled model's timed steps): its forwards are work
         if c.pending:
             c.commit()
         if not self.loop_active:  # the measure stage began: hooks are gone or switched off

@@ -13,15 +13,18 @@ import threading
 import time
 
 from advisor.runner import ranks
-from advisor.runner._util import PARENT_ENV, read_json, write_json_atomic
+from advisor.runner._util import PARENT_ENV, ensure_workdir, read_json, write_json_atomic
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
+JAIL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail.py")
 GRACE_S = 5.0          # after SIGINT, how long the child gets to save before SIGKILL
 _POLL_S = 0.1
 _STARTUP_S = 60.0      # allowance for the child's start-up (torch import) before step_timeout
-# A script that stops stepping after its first step (a deadlocked loader, a hung collective) is
-# stopped once it has been silent this long: STALL_STEPS times its median step, at least
-# STALL_MIN_S (an evaluation pass or a recompile between steps is not a stall), at most STALL_MAX_S.
+# A script that stops making progress after its first step (a deadlocked loader, a hung
+# collective, a sleep) is stopped once it has been silent this long: no step record and no
+# "alive" one (a forward, a batch, a backward, a torch.save: runner/liveness.py). That is
+# STALL_STEPS times its median step, at least STALL_MIN_S (one long call between steps, a
+# recompile or a big checkpoint, is not a stall), at most STALL_MAX_S.
 STALL_STEPS, STALL_MIN_S, STALL_MAX_S = 50, 120.0, 900.0
 STACKS = "stacks.txt"  # where the child's faulthandler writes every thread's stack on SIGUSR2
 _PY_SUFFIXES = (".py", ".pyw")
@@ -31,25 +34,64 @@ def start_child(spec_path: str, cwd: str | None, stdout_to_stderr: bool, warm=No
                 spec: dict | None = None) -> tuple[subprocess.Popen, bool]:
     """The child for the spec at spec_path: the process started ahead (a runner.ahead.WarmChild,
     used or closed) when it fits, else a fresh one; and whether it was the one started ahead.
-    A spec with nproc_per_node > 1 starts under torch.distributed.run, never from one ahead."""
+    A spec with nproc_per_node > 1 starts under torch.distributed.run, never from one ahead.
+    A sandboxed spec (``sandbox_root``) starts in the OS-level sandbox (runner/jail.py)."""
     several = spec is not None and ranks.nproc(spec) > 1
-    proc = warm.go(spec_path) if warm is not None and not several and warm.fits(cwd, stdout_to_stderr) else None
+    jail = jail_of(spec)
+    proc = (warm.go(spec_path) if warm is not None and not several and warm.fits(cwd, stdout_to_stderr, jail)
+            else None)
     if proc is not None:
         return proc, True
     if warm is not None:
         warm.close()
     if several:
-        return _spawn(ranks.launch_args(spec, BOOTSTRAP, spec_path), cwd, stdout_to_stderr, bare=True), False
-    return _spawn([spec_path], cwd, stdout_to_stderr), False
+        return _spawn(ranks.launch_args(spec, BOOTSTRAP, spec_path), cwd, stdout_to_stderr, bare=True, jail=jail), False
+    return _spawn([spec_path], cwd, stdout_to_stderr, jail=jail), False
 
 
-def _spawn(args: list[str], cwd: str | None, stdout_to_stderr: bool, bare: bool = False) -> subprocess.Popen:
+def jail_of(spec: dict | None) -> str | None:
+    """The directory kept real (advisor's run directory) for a sandboxed spec, else None. A run
+    that lets the script's own profiler write where it asks (``own_profiler``) has the Python
+    hooks alone."""
+    root = (spec or {}).get("sandbox_root")
+    if not root or spec.get("own_profiler"):
+        return None
+    return str(root)
+
+
+def library_caches() -> list[str]:
+    """Caches that libraries fill for themselves, kept real in the sandbox: a kernel compiled by
+    one trial serves the next (torch.compile's Inductor and Triton caches, CUDA's JIT cache)."""
+    import getpass
+    import tempfile
+
+    home = os.path.expanduser("~")
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    out = [os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"torchinductor_{user}"),
+           os.environ.get("TRITON_CACHE_DIR") or os.path.join(home, ".triton"), os.path.join(home, ".nv")]
+    return [p for p in out if os.path.isdir(p)]
+
+
+def _spawn(args: list[str], cwd: str | None, stdout_to_stderr: bool, bare: bool = False,
+           jail: str | None = None) -> subprocess.Popen:
     """bootstrap.py (``bare``: the command line as given) in a new session (its own process
     group, killed as one), in the script's cwd; ``stdout_to_stderr`` (--json): the script's
-    prints go to stderr."""
+    prints go to stderr; ``jail``: the directory kept real in the OS-level sandbox it starts in.
+    Its stdin is the one runner/stdin.py hands each process."""
+    from advisor.runner import stdin
+
     env = {**os.environ, PARENT_ENV: str(os.getpid())}  # taken out again before the script runs
-    return subprocess.Popen([sys.executable, *(args if bare else [BOOTSTRAP, *args])], cwd=cwd or None,
-                            start_new_session=True, stdout=sys.stderr.fileno() if stdout_to_stderr else None, env=env)
+    cmd = [sys.executable, *(args if bare else [BOOTSTRAP, *args])]
+    if jail is not None:
+        cmd = [sys.executable, JAIL, "--root", jail, *(a for p in library_caches() for a in ("--pass", p)),
+               "--", *cmd]
+    proc = subprocess.Popen(cmd, cwd=cwd or None, start_new_session=True, stdin=stdin.for_child(jail is not None),
+                            stdout=sys.stderr.fileno() if stdout_to_stderr else None, env=env)
+    stdin.started(proc)
+    return proc
 
 
 # ---------------------------------------------------------------------- validation
@@ -182,6 +224,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
             except FileNotFoundError:
                 pass
         open(progress_path, "wb").close()
+        ensure_workdir(spec)   # a sandboxed process starts in a mirror of the user's cwd
         # stdout_to_stderr: `--json` keeps stdout for advisor's JSON alone; the script's prints
         # still reach the terminal, on stderr.
         proc, started_warm = start_child(spec_path, spec.get("cwd"), stdout_to_stderr, warm, spec)
@@ -228,6 +271,10 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
             for rec in tail.read():
                 stage = str(rec.get("stage", ""))
                 step = int(rec.get("step") or 0)
+                if stage == "alive":  # work between steps (runner/liveness.py): no step, not shown
+                    if first_step:
+                        last_seen = time.monotonic()
+                    continue
                 if stage in ("warmup", "profile", "measure") and step >= 1:
                     first_step = True
                 elif stage == "started" and started_at is None:
@@ -265,7 +312,8 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
                     kill_reason = f"timed out after {timeout:g} s"
                 elif last_seen is not None and now - last_seen > (limit := stall_limit(intervals, stall_timeout)):
                     med = _median(intervals)
-                    kill_reason = (f"stalled: no training step for {limit:g} s after step {steps}"
+                    kill_reason = (f"stalled: no progress (no training step, forward, batch or backward) "
+                                   f"for {limit:g} s after step {steps}"
                                    + (f" (its median step: {med * 1e3:.3g} ms)" if med is not None else "")
                                    + f"; every thread's stack is in {os.path.join(run_dir, STACKS)}")
                     stalled = True
@@ -289,7 +337,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
                 pass
     for rec in tail.read():
         steps = max(steps, int(rec.get("step") or 0))
-        if on_progress is not None:
+        if on_progress is not None and rec.get("stage") != "alive":
             on_progress(str(rec.get("stage", "")), int(rec.get("step") or 0),
                         {k: v for k, v in rec.items() if k not in ("stage", "step")})
 

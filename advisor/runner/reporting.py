@@ -7,12 +7,19 @@ from __future__ import annotations
 import json
 import os
 import time
+from time import monotonic
 
 from advisor.runner._util import one_line_exception, write_json_atomic
 from advisor.runner.losses import read_losses
 
+# At most one "alive" record this often: between steps, the parent's stall clock (runner/parent.py)
+# restarts on any record, and a second is far below any stall limit.
+ALIVE_S = 1.0
+
 
 class Reporting:
+    last_record = 0.0   # monotonic time of the last progress record (runner/liveness.py reads it)
+
     def progress(self, stage: str, step: int, **info) -> None:
         if self.forked:
             return
@@ -21,6 +28,24 @@ class Reporting:
         try:
             self._progress.write(json.dumps(rec) + "\n")
         except Exception:
+            pass
+        self.last_record = monotonic()
+
+    def alive(self) -> None:
+        """A sign of work between step records (a module forward, a DataLoader batch, a backward,
+        a torch.save; runner/liveness.py): an {"stage": "alive"} record for the parent's stall
+        clock, at most one every ALIVE_S. On the hooks' hot path: one monotonic read and a
+        comparison. Any thread may call it: the line goes out in one os.write on the append-mode
+        file, whose own records are whole lines too (line-buffered)."""
+        t = monotonic()
+        if t - self.last_record < ALIVE_S:
+            return
+        self.last_record = t
+        if self.forked:
+            return
+        try:
+            os.write(self._progress.fileno(), b'{"t": %.4f, "stage": "alive"}\n' % time.time())
+        except Exception:  # closed at the script's end
             pass
 
     def note(self, text: str) -> None:
@@ -66,6 +91,7 @@ class Reporting:
             "executed_lines": self.lines.doc() if self.lines is not None else {},
             "own_profiler": self.script_profilers.doc() if self.script_profilers is not None else None,
             "flops": self.flops.doc() if self.flops is not None else None,
+            "sandbox": self.sandbox.doc() if self.sandbox is not None else None,
         }
 
     def save(self) -> None:

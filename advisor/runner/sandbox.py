@@ -1,29 +1,39 @@
-"""Trials must not clobber the user's files: the script's own writes go to the run directory.
+"""The Python-level sandbox: nothing a trial's script does reaches the user's files.
 
-Installed in trial children only (spec ``sandbox_writes``). Files the script opens for
-writing (``open``/``io.open``/``Path.open`` with w, a, x or +; ``torch.save`` to a path) are
-redirected to ``<run_dir>/outputs/<the path, made relative>`` when they lie in the script's
-project (its directory or the working directory), or anywhere outside the system temp
-directory unless an installed library (site-packages, the standard library) writes them there
-for itself, as torch.compile fills ~/.triton; ``torch.save`` is redirected whoever calls it.
-Advisor's own outputs (the run dir, tb/) are left alone, and so is scratch space in the temp
-directory that is not the project (datasets unpacked by the script, say).
-Directories made for them (``os.makedirs``, ``Path.mkdir``) go there too, and a later read of
-a redirected file reads the redirected copy. Each redirected path is noted once.
+Installed in every process advisor starts besides the baseline (spec ``sandbox_writes``): the
+trials, the references, the processes started ahead, the ceiling, a short script's runs and
+the patch's verification. Beneath it, where the machine allows, the whole process runs in a
+copy-on-write view of the filesystem (runner/jail.py); this layer is what remains where it
+does not, and it keeps the script's own outputs where the user can read them either way.
+
+A mutating call on a path outside the run directory is turned onto
+``<run_dir>/outputs/<the path, made absolute>`` (see ``sandbox_hooks.install``): files opened
+for writing or appending (an append starts from a copy of the user's file), directories made,
+``torch.save``/``numpy.save`` targets, the destinations of renames, moves, copies, symbolic and
+hard links; a later read of such a path reads the redirected copy. A delete, a ``chmod`` or
+``utime`` of a user's file is not done (a second delete of it then fails as a real one would);
+a rename or move of one copies it. Each such path is noted once and listed in child.json
+``sandbox``.
+
+Let through: the run directory (advisor's outputs, the trace), /dev and /proc, directories the
+script made with ``tempfile`` in this process, and caches that an installed library writes for
+itself outside the user's project (torch.compile's kernels in ~/.triton or the temp
+directory: redirecting half of a library's files broke compilation). Whose write it is comes
+from the nearest caller outside the standard library: ``shutil.copy`` called by the user's
+code is the user's.
 """
 
 from __future__ import annotations
 
-import builtins
 import functools
-import io
+import json
 import os
-import pathlib
+import stat
 import sys
 import sysconfig
-import tempfile
 
 _WRITE_CHARS = set("wax+")
+LIST_MAX = 200   # entries of child.json sandbox.redirected / absorbed
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,21 +44,67 @@ def _library_roots() -> tuple[str, ...]:
     return tuple(os.path.realpath(r) for r in roots if r)
 
 
+@functools.lru_cache(maxsize=1)
+def _stdlib_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the standard library's directories, the installed packages' inside them)."""
+    paths = sysconfig.get_paths()
+    std = {os.path.realpath(p) for p in (paths.get("stdlib"), paths.get("platstdlib")) if p}
+    site = {os.path.realpath(p) for p in (paths.get("purelib"), paths.get("platlib")) if p}
+    return tuple(std), tuple(site)
+
+
+def _stdlib(filename: str) -> bool:
+    if filename.startswith("<frozen"):
+        return True
+    path = os.path.realpath(filename)
+    std, site = _stdlib_roots()
+    return _under(path, std) and not _under(path, site)
+
+
+def _under(path: str, dirs) -> bool:
+    return any(path == d or path.startswith(d + os.sep) for d in dirs)
+
+
+def real(path, follow: bool = True) -> str | None:
+    """The absolute, resolved path of a path-like; None for a file descriptor or a non-path.
+    ``follow=False``: the last component itself, not what a symbolic link there points to (a
+    delete, a rename, a new link act on the link)."""
+    if isinstance(path, int):
+        return None  # a file descriptor the script already holds
+    try:
+        p = os.fspath(path)
+    except TypeError:
+        return None
+    p = os.fsdecode(p) if isinstance(p, bytes) else p
+    if follow:
+        return os.path.realpath(p)
+    head, name = os.path.split(os.path.abspath(p))
+    return os.path.join(os.path.realpath(head), name) if name not in ("", ".", "..") else os.path.realpath(p)
+
+
 class Sandbox:
     def __init__(self, run_dir: str, note, also_allowed: tuple[str, ...] = (), project: tuple[str, ...] = ()):
         self.root = os.path.realpath(run_dir)
         self.out = os.path.join(self.root, "outputs")
         self.own = [self.root, "/dev", "/proc", *(os.path.realpath(a) for a in also_allowed)]
         self.project = [os.path.realpath(p) for p in project]
-        self.scratch = os.path.realpath(tempfile.gettempdir())
         self.note = note
         self.redirected: dict[str, str] = {}
+        self.deleted: set[str] = set()        # the user's files a delete left in place
+        self.events: dict[tuple[str, str], dict] = {}
+        self.kind = os.environ.get("ADVISOR_SANDBOX") or "python"
+        self.why = os.environ.get("ADVISOR_SANDBOX_WHY")
+        try:
+            self.layers = json.loads(os.environ.get("ADVISOR_SANDBOX_LAYERS") or "[]")
+        except ValueError:
+            self.layers = []
 
     def allow(self, path, make: bool = False) -> None:
-        """Writes under `path` go where asked (the script's own profiler traces); `make`: the
-        directory is made now, as the script's code would (os.makedirs recursing into a
-        parent would otherwise be redirected, and the write under it find no directory)."""
-        full = self._real(path)
+        """Writes under `path` go where asked (the script's own profiler traces, a fresh
+        temporary directory); `make`: the directory is made now, as the script's code would
+        (os.makedirs recursing into a parent would otherwise be redirected, and the write under
+        it find no directory)."""
+        full = real(path)
         if full is None:
             return
         self.own.append(full)
@@ -58,7 +114,9 @@ class Sandbox:
                 missing.append(full)
                 full = os.path.dirname(full)
             for d in reversed(missing):
-                os.mkdir(d)
+                from advisor.runner.sandbox_hooks import REAL
+
+                REAL["mkdir"](d)
 
     def relocate(self, run_dir: str) -> None:
         """The run directory was renamed (a process started ahead takes its trial's name)."""
@@ -67,110 +125,104 @@ class Sandbox:
         self.own[0] = self.root
         self.redirected = {k: self.root + v[len(old):] if v.startswith(old + os.sep) else v
                            for k, v in self.redirected.items()}
-
-    @staticmethod
-    def _under(path: str, dirs) -> bool:
-        return any(path == d or path.startswith(d + os.sep) for d in dirs)
-
-    @staticmethod
-    def _real(path) -> str | None:
-        if isinstance(path, int):
-            return None  # a file descriptor the script already holds
-        try:
-            p = os.fspath(path)
-        except TypeError:
-            return None
-        return os.path.realpath(os.fsdecode(p) if isinstance(p, bytes) else p)
+        for ev in self.events.values():
+            if ev.get("to", "").startswith(old + os.sep):
+                ev["to"] = self.root + ev["to"][len(old):]
 
     def read_target(self, path):
-        full = self._real(path)
-        return self.redirected.get(full, path) if full else path
+        full = real(path)
+        if full is None:
+            return path
+        copy = self.copy_of(full) if full in self.redirected else None
+        if copy is None and full in self.deleted:
+            raise FileNotFoundError(2, "No such file or directory (deleted in the sandbox)", os.fspath(path))
+        return copy or path
 
-    def target(self, path, force: bool = False) -> str | None:
+    def judge(self, path, force: bool = False, follow: bool = True) -> tuple[str | None, str | None]:
+        """(the real path, where a change to it goes: None when it may go where asked)."""
+        full = real(path, follow)
+        if full is None or _under(full, self.own):
+            return full, None
+        if not force and not _under(full, self.project) and self._called_from_library():
+            return full, None
+        return full, self.redirected.get(full) or os.path.join(self.out, full.lstrip(os.sep))
+
+    def copy_of(self, full: str) -> str | None:
+        """The redirected copy of a user's path, when one was written."""
+        dest = self.redirected.get(full)
+        return dest if dest is not None and os.path.lexists(dest) else None
+
+    def target(self, path, force: bool = False, op: str = "write", follow: bool = True) -> str | None:
         """Where a write to `path` really goes, or None when it may go where asked."""
-        full = self._real(path)
-        if full is None or self._under(full, self.own):
+        full, dest = self.judge(path, force, follow)
+        if dest is None:
             return None
-        if self._under(full, [self.scratch]) and not self._under(full, self.project):
-            return None
-        if not force and not self._under(full, self.project) and self._called_from_library():
-            # An installed library's own cache outside the project (~/.triton, written by
-            # torch.compile): redirecting half of a library's files broke compilation.
-            return None
-        p = os.fspath(path)
-        dest = os.path.join(self.out, full.lstrip(os.sep))
         if full not in self.redirected:
             self.redirected[full] = dest
-            self.note(f"trial write redirected: {p} -> {os.path.relpath(dest, self.root)}")
+            self.note(f"trial write redirected: {os.fspath(path)} -> {os.path.relpath(dest, self.root)}")
+        self.record(op, full, dest)
         return dest
 
+    def record(self, op: str, full: str, dest: str | None = None) -> None:
+        """One entry of child.json sandbox.redirected per (op, path)."""
+        if (op, full) not in self.events:
+            self.events[(op, full)] = {"op": op, "path": full, **({"to": dest} if dest else {})}
+
+    def suppress(self, op: str, full: str) -> None:
+        """A change to a user's file that is not done (a delete, a chmod)."""
+        if (op, full) not in self.events:
+            self.note(f"trial {op} of the user's {full} not done (sandbox)")
+        self.record(op, full)
+
     def _called_from_library(self) -> bool:
-        """Is the nearest caller outside this module an installed package or the standard
-        library? The user's own code, in the project or beside it, is not."""
+        """Is the nearest caller outside this sandbox and the standard library an installed
+        package? The user's own code, in the project or beside it, is not (``shutil.copy`` or
+        ``pathlib`` called by the user's code is the user's)."""
         frame = sys._getframe(1)
-        while frame is not None and frame.f_code.co_filename == __file__:
+        here = os.path.dirname(__file__)
+        while frame is not None and (os.path.dirname(frame.f_code.co_filename) == here
+                                     or _stdlib(frame.f_code.co_filename)):
             frame = frame.f_back
         if frame is None:
             return False
-        name = frame.f_code.co_filename
-        if name.startswith("<frozen"):  # "<frozen os>": os.makedirs recursing for a caller
-            return True                 # already judged when it called os.makedirs
-        path = os.path.realpath(name)
-        return self._under(path, _library_roots()) and not self._under(path, self.project)
+        path = os.path.realpath(frame.f_code.co_filename)
+        return _under(path, _library_roots()) and not _under(path, self.project)
 
     def install(self) -> None:
-        sb = self
-        real_open = builtins.open
+        from advisor.runner.sandbox_hooks import install
 
-        def open_(file, mode="r", *args, **kwargs):
-            if _WRITE_CHARS & set(str(mode)):
-                dest = sb.target(file)
-                if dest is not None:
-                    os.makedirs(os.path.dirname(dest), exist_ok=True)
-                    file = dest
-            elif sb.redirected:
-                file = sb.read_target(file)
-            return real_open(file, mode, *args, **kwargs)
+        install(self)
 
-        builtins.open = open_
-        io.open = open_
+    def doc(self) -> dict:
+        """child.json ``sandbox``: which sandbox ran, what it redirected or left undone, and
+        what the copy-on-write layer took in."""
+        out = {"kind": self.kind, "redirected": list(self.events.values())[:LIST_MAX],
+               "redirected_total": len(self.events)}
+        if self.why:
+            out["why"] = self.why
+        if self.kind == "overlay":
+            absorbed = absorbed_changes(self.layers)
+            out["absorbed"], out["absorbed_total"] = absorbed[:LIST_MAX], len(absorbed)
+        return out
 
-        real_makedirs = os.makedirs
 
-        def makedirs(name, *args, **kwargs):
-            dest = sb.target(name)
-            return real_makedirs(dest if dest is not None else name, *args, **kwargs)
-
-        os.makedirs = makedirs
-
-        real_mkdir = pathlib.Path.mkdir
-
-        def mkdir(self, *args, **kwargs):
-            dest = sb.target(self)
-            if dest is None:
-                return real_mkdir(self, *args, **kwargs)
-            real_makedirs(dest, exist_ok=True)
-
-        pathlib.Path.mkdir = mkdir
-
-        def path_open(self, mode="r", *args, **kwargs):
-            return open_(self, mode, *args, **kwargs)
-
-        pathlib.Path.open = path_open
-        self._patch_torch_save()
-
-    def _patch_torch_save(self) -> None:
-        import torch
-
-        real_save = torch.save
-        sb = self
-
-        def save(obj, f, *args, **kwargs):
-            if isinstance(f, (str, bytes, os.PathLike)):
-                dest = sb.target(f, force=True)  # checkpoints: whoever saves them
-                if dest is not None:
-                    os.makedirs(os.path.dirname(dest), exist_ok=True)
-                    f = dest
-            return real_save(obj, f, *args, **kwargs)
-
-        torch.save = save
+def absorbed_changes(layers: list[dict]) -> list[dict]:
+    """What the copy-on-write layers hold: each file written ("write") or deleted ("delete")
+    under an overlaid directory, by its real path (compiled-bytecode caches left out)."""
+    out = []
+    for layer in layers:
+        upper, target = layer.get("upper"), layer.get("target")
+        if not upper or not target or not os.path.isdir(upper):
+            continue
+        for top, dirs, files in os.walk(upper):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                p = os.path.join(top, name)
+                try:
+                    st = os.lstat(p)
+                except OSError:
+                    continue
+                whiteout = stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+                out.append({"op": "delete" if whiteout else "write",
+                            "path": os.path.join(target, os.path.relpath(p, upper))})
+    return sorted(out, key=lambda e: e["path"])

@@ -67,7 +67,9 @@ def install(spec: dict):
 
         # project_dirs: the user's own tree behind a patched copy (advisor.verify's overlay)
         project = (ctl.cwd, os.path.dirname(os.path.abspath(spec["script"])), *(spec.get("project_dirs") or ()))
-        ctl.sandbox = Sandbox(ctl.run_dir, ctl.note, also_allowed=(os.path.dirname(ctl.tb_dir),), project=project)
+        # the whole run directory is advisor's: the trace's tb/, the mirrors of the user's tree
+        own = (os.path.dirname(ctl.tb_dir), *([spec["sandbox_root"]] if spec.get("sandbox_root") else []))
+        ctl.sandbox = Sandbox(ctl.run_dir, ctl.note, also_allowed=own, project=project)
         ctl.sandbox.install()
     _dump_stacks_on_request(ctl)
     _SESSION = ctl

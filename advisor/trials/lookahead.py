@@ -201,7 +201,7 @@ class Lookahead:
                 except OSError:  # no FIFO here, no process: the trial starts as before
                     break
         while len(self.spares) < 1 + self.count:
-            warm = start_warm(self.cwd, self.stdout_to_stderr)
+            warm = start_warm(self.cwd, self.stdout_to_stderr, str(self.dir.parent))
             if warm is None:  # no FIFO here (os.mkfifo): trials start cold
                 break
             self.spares.append(warm)

@@ -18,9 +18,10 @@ AFTER_WINDOW = ("profiler-started", "profile", "exporting", "measured", "done")
 
 class TrialsPrep:
     def __init__(self, cwd: str | None, stdout_to_stderr: bool, repeat: dict | None = None,
-                 where: str | None = None):
-        """repeat: the repeat's spec, started now in `where` when given (lookahead.host_count)."""
-        self.cwd, self.stdout_to_stderr = cwd, stdout_to_stderr
+                 where: str | None = None, root: str | None = None):
+        """repeat: the repeat's spec, started now in `where` when given (lookahead.host_count);
+        root: the run directory, which the sandboxed processes keep real."""
+        self.cwd, self.stdout_to_stderr, self.root = cwd, stdout_to_stderr, root
         self.warm = None
         self.held = None
         self.started = False
@@ -46,7 +47,7 @@ class TrialsPrep:
         )
 
         threading.Thread(target=_import_ladder, daemon=True).start()
-        self.warm = start_warm(self.cwd, self.stdout_to_stderr)
+        self.warm = start_warm(self.cwd, self.stdout_to_stderr, self.root)
 
     def take_warm(self):
         """The process started ahead, for the first trial (None: it starts cold)."""

@@ -1,0 +1,304 @@
+"""The calls the Python-level sandbox (runner/sandbox.py) takes over, each turned onto the run
+directory or left undone by its policy. ``REAL`` keeps the originals, for advisor's own use."""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import pathlib
+import shutil
+import tempfile
+
+from advisor.runner.sandbox import _WRITE_CHARS, Sandbox, real
+
+REAL: dict = {}
+
+
+def _keep(name: str, fn):
+    REAL.setdefault(name, fn)
+    return REAL[name]
+
+
+def _make_parent(dest: str) -> None:
+    REAL["makedirs"](os.path.dirname(dest), exist_ok=True)
+
+
+def _copy_up(path, dest: str) -> None:
+    """The redirected copy starts as the user's file (an append, a truncate, a rename): what
+    ``path`` names, a symbolic link itself when it is one (callers pass the resolved path to
+    copy what a link points to)."""
+    if not os.path.lexists(dest) and os.path.lexists(path):
+        _make_parent(dest)
+        if os.path.isdir(path) and not os.path.islink(path):
+            REAL["copytree"](path, dest, symlinks=True, dirs_exist_ok=True, copy_function=REAL["copy2"])
+        else:
+            REAL["copy2"](path, dest, follow_symlinks=False)
+
+
+def install(sb: Sandbox) -> None:
+    _install_open(sb)
+    _install_dirs(sb)
+    _install_deletes(sb)
+    _install_moves(sb)
+    _install_links_and_attrs(sb)
+    _install_tempfile(sb)
+    _install_savers(sb)
+
+
+def _install_open(sb: Sandbox) -> None:
+    real_open = _keep("open", builtins.open)
+
+    def open_(file, mode="r", *args, **kwargs):
+        if _WRITE_CHARS & set(str(mode)):
+            dest = sb.target(file)
+            if dest is not None:
+                _make_parent(dest)
+                if "w" not in str(mode) and "x" not in str(mode):   # append, r+: the user's text first
+                    _copy_up(real(file), dest)
+                file = dest
+        elif sb.redirected or sb.deleted:
+            file = sb.read_target(file)
+        return real_open(file, mode, *args, **kwargs)
+
+    builtins.open = open_
+    io.open = open_
+
+    def path_open(self, mode="r", *args, **kwargs):
+        return open_(self, mode, *args, **kwargs)
+
+    pathlib.Path.open = path_open
+
+
+def _install_dirs(sb: Sandbox) -> None:
+    real_makedirs, real_mkdir = _keep("makedirs", os.makedirs), _keep("mkdir", os.mkdir)
+    real_path_mkdir = _keep("Path.mkdir", pathlib.Path.mkdir)
+
+    def makedirs(name, *args, **kwargs):
+        dest = sb.target(name, op="mkdir")
+        return real_makedirs(dest if dest is not None else name, *args, **kwargs)
+
+    def mkdir(path, *args, **kwargs):
+        dest = sb.target(path, op="mkdir") if kwargs.get("dir_fd") is None else None
+        if dest is None:
+            return real_mkdir(path, *args, **kwargs)
+        _make_parent(dest)
+        return real_mkdir(dest, *args, **kwargs)
+
+    def path_mkdir(self, mode=0o777, parents=False, exist_ok=False):
+        dest = sb.target(self, op="mkdir")
+        if dest is None:
+            return real_path_mkdir(self, mode, parents, exist_ok)
+        real_makedirs(dest, exist_ok=True)
+
+    os.makedirs, os.mkdir, pathlib.Path.mkdir = makedirs, mkdir, path_mkdir
+
+
+def _delete(sb: Sandbox, path, op: str, real_fn, dir_fd=None) -> None:
+    """A delete: the redirected copy goes; a user's file stays, and reads as deleted. A path
+    relative to a directory descriptor (shutil.rmtree's own walk) is not judged again."""
+    full, dest = sb.judge(path, follow=False) if dir_fd is None else (None, None)
+    if dest is None:
+        return real_fn(path)
+    copy = sb.copy_of(full)
+    if copy is not None:
+        real_fn(copy)
+        sb.redirected.pop(full, None)
+        sb.record(op, full, copy)
+    elif os.path.lexists(full) and full not in sb.deleted:
+        sb.suppress(op, full)
+    else:
+        raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
+    sb.deleted.add(full)
+
+
+def _install_deletes(sb: Sandbox) -> None:
+    real_remove, real_rmdir = _keep("remove", os.remove), _keep("rmdir", os.rmdir)
+    real_rmtree = _keep("rmtree", shutil.rmtree)
+
+    def remove(path, *args, **kwargs):
+        return _delete(sb, path, "delete", lambda p: real_remove(p, *args, **kwargs), kwargs.get("dir_fd"))
+
+    def rmdir(path, *args, **kwargs):
+        return _delete(sb, path, "delete", lambda p: real_rmdir(p, *args, **kwargs), kwargs.get("dir_fd"))
+
+    def removedirs(name):
+        rmdir(name)
+        head = os.path.dirname(os.fspath(name))
+        while head:
+            try:
+                rmdir(head)
+            except OSError:
+                break
+            head = os.path.dirname(head)
+
+    def rmtree(path, *args, **kwargs):
+        return _delete(sb, path, "delete", lambda p: real_rmtree(p, *args, **kwargs))
+
+    os.remove = os.unlink = remove
+    os.rmdir, os.removedirs, shutil.rmtree = rmdir, removedirs, rmtree
+
+    def path_unlink(self, missing_ok=False):
+        try:
+            remove(self)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    pathlib.Path.unlink = path_unlink
+    pathlib.Path.rmdir = lambda self: rmdir(self)
+
+
+def _move(sb: Sandbox, src, dst, real_fn, op: str):
+    """A rename or move: onto the redirected destination; a user's file is copied, not moved."""
+    src_full, src_dest = sb.judge(src, follow=False)
+    if src_dest is not None and sb.copy_of(src_full) is None:   # the user's own file
+        if not os.path.lexists(src_full) or src_full in sb.deleted:
+            raise FileNotFoundError(2, "No such file or directory", os.fspath(src))
+        to = sb.target(dst, op=op, follow=False) or os.fspath(dst)
+        _copy_up(src_full, to)
+        sb.suppress("delete", src_full)
+        sb.deleted.add(src_full)
+        return to
+    dst_t = sb.target(dst, op=op, follow=False)
+    if dst_t is not None:
+        _make_parent(dst_t)
+    out = real_fn(sb.copy_of(src_full) or src if src_dest is not None else src, dst_t or dst)
+    if src_dest is not None:
+        sb.redirected.pop(src_full, None)
+        sb.deleted.add(src_full)
+    return out
+
+
+def _install_moves(sb: Sandbox) -> None:
+    real_rename, real_replace = _keep("rename", os.rename), _keep("replace", os.replace)
+    real_move = _keep("move", shutil.move)
+
+    def on_move(real_fn, op):
+        def fn(src, dst, *a, **k):
+            if k.get("src_dir_fd") is not None or k.get("dst_dir_fd") is not None:
+                return real_fn(src, dst, *a, **k)
+            return _move(sb, src, dst, lambda s, d: real_fn(s, d, *a, **k), op)
+        return fn
+
+    os.rename, os.replace = on_move(real_rename, "rename"), on_move(real_replace, "rename")
+    shutil.move = lambda src, dst, *a, **k: _move(sb, src, dst, lambda s, d: real_move(s, d, *a, **k), "move")
+
+    def path_rename(self, target):
+        _move(sb, self, target, real_rename, "rename")
+        return type(self)(target)
+
+    def path_replace(self, target):
+        _move(sb, self, target, real_replace, "rename")
+        return type(self)(target)
+
+    pathlib.Path.rename, pathlib.Path.replace = path_rename, path_replace
+    for name in ("copy", "copy2", "copyfile", "copytree"):
+        real_fn = _keep(name, getattr(shutil, name))
+
+        def copy(src, dst, *a, _fn=real_fn, **k):
+            dest = sb.target(dst, op="copy")
+            if dest is not None:
+                _make_parent(dest)
+            return _fn(sb.read_target(src), dest or dst, *a, **k)
+
+        setattr(shutil, name, copy)
+
+
+def _install_links_and_attrs(sb: Sandbox) -> None:
+    real_symlink, real_link = _keep("symlink", os.symlink), _keep("link", os.link)
+
+    def symlink(src, dst, *args, **kwargs):
+        dest = sb.target(dst, op="symlink", follow=False)
+        if dest is not None:
+            _make_parent(dest)
+        return real_symlink(src, dest or dst, *args, **kwargs)
+
+    def link(src, dst, *args, **kwargs):
+        dest = sb.target(dst, op="link", follow=False)
+        if dest is not None:
+            _make_parent(dest)
+        return real_link(sb.read_target(src), dest or dst, *args, **kwargs)
+
+    os.symlink, os.link = symlink, link
+    pathlib.Path.symlink_to = lambda self, target, target_is_directory=False: symlink(target, self,
+                                                                                      target_is_directory)
+    pathlib.Path.hardlink_to = lambda self, target: link(target, self)
+
+    def on_copy(op: str, real_fn):
+        def fn(path, *args, **kwargs):
+            if isinstance(path, int):
+                return real_fn(path, *args, **kwargs)
+            dest = sb.target(path, op=op)
+            if dest is None:
+                return real_fn(path, *args, **kwargs)
+            if os.path.lexists(dest) or op == "truncate":
+                _copy_up(real(path), dest)
+                return real_fn(dest, *args, **kwargs)
+            sb.suppress(op, real(path))
+        return fn
+
+    os.truncate = on_copy("truncate", _keep("truncate", os.truncate))
+    os.chmod = on_copy("chmod", _keep("chmod", os.chmod))
+    os.utime = on_copy("utime", _keep("utime", os.utime))
+    pathlib.Path.chmod = lambda self, mode, *, follow_symlinks=True: os.chmod(self, mode)
+
+    real_touch = _keep("touch", pathlib.Path.touch)
+
+    def touch(self, mode=0o666, exist_ok=True):
+        dest = sb.target(self, op="write")
+        if dest is None:
+            return real_touch(self, mode, exist_ok)
+        _make_parent(dest)
+        _copy_up(real(self), dest)
+        return real_touch(pathlib.Path(dest), mode, exist_ok)
+
+    pathlib.Path.touch = touch
+
+
+def _install_tempfile(sb: Sandbox) -> None:
+    """What the script makes with ``tempfile`` in this process is its own scratch space."""
+    real_mkdtemp, real_inner = _keep("mkdtemp", tempfile.mkdtemp), _keep("_mkstemp_inner", tempfile._mkstemp_inner)
+
+    def mkdtemp(*args, **kwargs):
+        path = real_mkdtemp(*args, **kwargs)
+        sb.allow(path)
+        return path
+
+    def mkstemp_inner(*args, **kwargs):
+        fd, path = real_inner(*args, **kwargs)
+        sb.allow(path)
+        return fd, path
+
+    tempfile.mkdtemp, tempfile._mkstemp_inner = mkdtemp, mkstemp_inner
+
+
+def _forced_saver(sb: Sandbox, real_fn):
+    """A saver whose target is redirected whoever calls it (a checkpoint written through a
+    library is still the user's file)."""
+    def save_to(f, *args, **kwargs):
+        if isinstance(f, (str, bytes, os.PathLike)):
+            dest = sb.target(f, force=True)
+            if dest is not None:
+                _make_parent(dest)
+                f = dest
+        return real_fn(f, *args, **kwargs)
+
+    return save_to
+
+
+def _install_savers(sb: Sandbox) -> None:
+    import torch
+
+    real_save = _keep("torch.save", torch.save)
+
+    def save(obj, f, *args, **kwargs):
+        return _forced_saver(sb, lambda f_, *a, **k: real_save(obj, f_, *a, **k))(f, *args, **kwargs)
+
+    torch.save = save
+    try:
+        import numpy as np
+    except ImportError:
+        return
+    for name in ("save", "savez", "savez_compressed", "savetxt"):
+        setattr(np, name, _forced_saver(sb, _keep(f"numpy.{name}", getattr(np, name))))
