@@ -26,9 +26,11 @@ def _finding(fix: str, gain: float) -> dict:
 
 def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environment: dict | None = None,
            baseline: dict | None = None, rules: list[dict] | None = None, idle: dict | None = None,
-           only: set[str] | None = None, lookahead: int | None = None, with_ceiling: bool = False):
+           only: set[str] | None = None, lookahead: int | None = None, with_ceiling: bool = False,
+           interrupted=None):
     """Run the ladder; speeds maps a stack (tuple of candidate keys) to the ms/step of its
-    successive runs (the last one repeats), or to a whole child result. rules: what the rules
+    successive runs (the last one repeats; a run may be a whole child result), or to a whole
+    child result. interrupted: the context's Ctrl-C question. rules: what the rules
     find on every trial's trace (each trial then has one; idle: a stack's GPU idle share in
     it, default unknown); else trials leave none. Returns
     (result, calls: [(process name, stack keys, profiled)], progress lines)."""
@@ -54,6 +56,8 @@ def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environmen
         i = seen.get(keys, 0)
         seen[keys] = i + 1
         ms = got[min(i, len(got) - 1)]
+        if isinstance(ms, dict):
+            return (ms, *traced(keys, None))
         return (_timed(ms), *traced(keys, ms))
 
     monkeypatch.setattr(ladder_module, "_run", fake_run)
@@ -65,7 +69,7 @@ def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environmen
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
                               baseline=baseline, baseline_findings=findings,
                               environment=environment or {}, progress=lines.append, only=only,
-                              lookahead=lookahead)
+                              lookahead=lookahead, interrupted=interrupted)
     return trials.run_trials(ctx), calls, lines
 
 
@@ -1033,3 +1037,73 @@ def test_a_dali_trial_is_never_started_ahead(tmp_path, monkeypatch):
     ahead.guess({"run_name": "02-dataloader-workers-8", "interventions": []}, [dali, amp])
     assert started == ["03-amp"]
     assert ahead.log[-1]["guesses"] == ["03-amp"]
+
+
+# --- Ctrl-C ---------------------------------------------------------------------------------
+# What run_child returns for a process Ctrl-C reached before it had measured (parent.py).
+CUT = {"status": "incomplete", "interrupted": True, "incomplete_reasons": ["interrupted (Ctrl-C) at step 3"]}
+
+
+def test_ctrl_c_while_the_reference_is_timed_again_keeps_the_trial_its_verdict_and_the_stack(tmp_path, monkeypatch):
+    """The lost +81.7%: a trial whose verdict could turn on a one-run reference has that
+    reference timed again, and Ctrl-C there raised out of the verdict before the trial's record
+    was written or its fix kept. Now the verdict stands on the runs it has."""
+    speeds = {(): [101.0], ("set-to-none",): [60.0, CUT], ("set-to-none", "channels-last"): [57.0]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds,
+                              [_finding("set-to-none", 10.0), _finding("channels-last", 5.0),
+                               _finding("amp", 1.0)])
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "02-channels-last",
+                                     "02-channels-last-reference"]   # nothing after it
+    assert result["interrupted"] is True
+    kept = _rec(result, "02-")
+    assert kept["status"] == "accepted" and kept["reference_runs"] == 1 and "+5.3%" in kept["reason"]
+    assert [s["name"] for s in result["stack"]] == ["set-to-none", "channels-last"]
+    assert not any(t["name"].startswith("03-") for t in result["trials"])
+
+
+def test_ctrl_c_during_a_trial_records_it_as_not_run_and_keeps_a_groups_best_value(tmp_path, monkeypatch):
+    env = {"cpu_count": 8}
+    w4, w8 = (c.key for c in expand({"intervention": "dataloader-workers"}, None, None, env))
+    base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8, "num_workers": 0}}}}
+    speeds = {(): [100.0], (w4,): [50.0], (w8,): [CUT]}
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("dataloader-workers", 50.0),
+                                                             _finding("set-to-none", 5.0)],
+                              environment=env, baseline=base)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-dataloader-workers-4", "02-dataloader-workers-8"]
+    assert _rec(result, "01-")["status"] == "accepted"
+    cut = _rec(result, "02-")
+    assert cut["status"] == "not run" and cut["reason"] == "interrupted (Ctrl-C) before it finished"
+    # the group's best value so far was accepted and waited for its other values: it is kept
+    assert result["stack"] == [{"name": "dataloader-workers", "params": {"num_workers": 4, "pin_memory": False}}]
+    assert result["interrupted"] is True and result["threshold"] is not None
+
+
+def test_ctrl_c_between_processes_starts_nothing_and_an_unsure_verdict_stays_unsure(tmp_path, monkeypatch):
+    """Ctrl-C noted between processes (advisor.commands.analyze.CtrlC): the trial that had run
+    is judged on its runs; no confirmation round, no other trial, no ceiling starts."""
+    pressed = []
+
+    class Pressing(dict):  # Ctrl-C while trial 01 ran (its child had finished by then)
+        def __getitem__(self, keys):
+            if keys == ("set-to-none",):
+                pressed.append(True)
+            return super().__getitem__(keys)
+
+    # repeat 110 ms against the baseline's 100: 10% noise; +11.6% is inside its band: unsure
+    speeds = Pressing({(): [110.0], ("set-to-none",): [94.0]})
+    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 10.0),
+                                                             _finding("channels-last", 5.0)],
+                              interrupted=lambda: bool(pressed), with_ceiling=True)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none"]
+    rec = _rec(result, "01-")
+    assert rec["status"] == "unsure" and rec["reason"].endswith("not confirmed: interrupted (Ctrl-C)")
+    assert result["stack"] == [] and result["interrupted"] is True
+    assert not any(t["name"].startswith("ceiling") for t in result["trials"])
+
+
+def test_a_run_ctrl_c_reached_after_it_had_measured_is_kept():
+    from advisor.trials.process import finished
+
+    done = {"stage": "measured", "exit": {"code": 0, "stopped_by_advisor": True}, "interrupted": True}
+    assert finished(done)
+    assert not finished({"stage": "timed", "exit": {"code": -2, "exception": "KeyboardInterrupt"}})

@@ -51,7 +51,7 @@ class Run:
     """A run saved by ``advisor analyze`` (its run.json), read with :func:`load_run`.
 
     run_dir                  the directory run.json was read from
-    status                   "complete" or "incomplete" (None when the document has none)
+    status                   "complete", "incomplete" or "interrupted" (Ctrl-C; None when the document has none)
     incomplete_reasons       why an incomplete run stopped short, one line each
     script, created          the script analysed and when
     environment              the machine: python, torch, cuda, gpu_name, gpu_count, cpu_count, ...

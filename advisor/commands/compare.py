@@ -32,7 +32,9 @@ def _ratio_text(ratio: float, threshold: float, passed: bool) -> str:
 def _measured(doc: dict, label: str, arg: str) -> tuple[dict | None, str | None]:
     """A run's measurement, or the one-line reason it cannot be compared."""
     status = doc.get("status")
-    if status != "complete":
+    # Ctrl-C after the baseline (its trials, the patch's check) leaves the baseline measured in full
+    after_baseline = status == "interrupted" and doc.get("interrupted_during") in ("trials", "verification")
+    if status != "complete" and not after_baseline:
         reasons = "; ".join(str(r) for r in doc.get("incomplete_reasons") or [])
         return None, (f"{label} {arg} is not a complete run (status {status!r}"
                       + (f": {reasons}" if reasons else "") + "): it cannot be compared")

@@ -167,10 +167,10 @@ def print_summary(doc: dict, console: Console) -> None:
         console.print(f"run it with {escape(change['flag'])} {escape(str(change['to']))} "
                       f"(the command line gave {escape(str(change['from']))})")
     if isinstance(patch.get("verification"), dict):
-        from advisor.verify import shortfalls, summary_line
+        from advisor.verify import shortfalls
         v = patch["verification"]
         style = "green" if v.get("status") == "verified" else "yellow"
-        console.print(f"[{style}]{escape(summary_line(v))}[/]")
+        console.print(f"[{style}]{escape(verification_line(v))}[/]")
         for line in shortfalls(v):
             console.print(f"[yellow]  ✘ {escape(line)}[/]")
     for note in doc.get("notes") or []:
@@ -178,6 +178,15 @@ def print_summary(doc: dict, console: Console) -> None:
     for line in own_traces_lines(doc):
         console.print(escape(line))
     console.print(f"report: {escape(str(doc.get('run_dir')))}/index.html")
+
+
+def verification_line(v: dict) -> str:
+    """patch.verification in one line (advisor.verify.summary_line), or why it was skipped."""
+    if v.get("status") == "skipped":
+        return f"fixes.patch not verified: {v.get('reason') or 'skipped'}"
+    from advisor.verify import summary_line
+
+    return summary_line(v)
 
 
 def own_traces_lines(doc: dict) -> list[str]:

@@ -27,10 +27,23 @@ REPEAT = "00-baseline-repeat"  # the baseline timed again, with the trials' seed
 TIE_REASON = {"dataloader-workers": "with more headroom"}
 # Extra (reference, trial) timing rounds for a gain inside the noise band.
 CONFIRM_ROUNDS = 2
+CUT_SHORT = "interrupted (Ctrl-C) before it finished"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C: a process it stopped before the process had measured (discarded), or one that
+    was not started after it. Whatever the ladder had judged is kept."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
 
 
 def run_trials(ctx: TrialContext) -> dict:
-    """Run the ladder; returns {"noise", "threshold", "trials": [...], "stack": [...], "apart": [...]}."""
+    """Run the ladder; returns {"noise", "threshold", "trials": [...], "stack": [...], "apart": [...],
+    "interrupted"}. After Ctrl-C (a process it reached, or ctx.interrupted) nothing new starts:
+    the trial that was running is recorded as not run, every verdict reached before it is kept,
+    and so is the stack (a group's best value so far included)."""
     ctx.ahead = Lookahead(ctx.run_dir, default_count(ctx.baseline, ctx.lookahead), str(Path.cwd()),
                           ctx.stdout_to_stderr, ctx.warm, ctx.held)
     ctx.ahead.note(ctx.baseline)
@@ -84,8 +97,23 @@ class _Ladder:
         return self._rules
 
     def process(self, name: str, stack: list[Candidate], profile: bool = True, guesses=None):
+        """One process (process._run); Interrupted when Ctrl-C came before it or cut it short."""
+        if self.stopping():
+            raise Interrupted(name)
         self.result["processes"] += 1
-        return _run(self.ctx, name, stack, profile, guesses)
+        child, analysis, model = _run(self.ctx, name, stack, profile, guesses)
+        if child.get("interrupted"):
+            self.result["interrupted"] = True
+        if self.stopping() and child.get("status") != "complete":
+            raise Interrupted(name)
+        return child, analysis, model
+
+    def stopping(self) -> bool:
+        """Whether Ctrl-C was pressed: the ladder keeps what it has and starts nothing more.
+        ctx.interrupted is asked every time (a second press stops advisor at once from there)."""
+        if self.ctx.interrupted is not None and self.ctx.interrupted():
+            self.result["interrupted"] = True
+        return self.result["interrupted"]
 
     def _pool(self, *runs_lists: list[dict]) -> None:
         self.groups = regroup(self.groups, *runs_lists)
@@ -95,21 +123,32 @@ class _Ladder:
         try:
             self.queue = candidates_from_findings(self.ctx.baseline_findings, self.ctx.environment, self.ctx.only)
             self._reference()
-            while self.queue:
+            while self.queue and not self.stopping():
                 cand = self._pick()
                 if cand is None:
                     continue
                 self._trial(cand)
                 self._settle_groups()
-            self.result["noise"], self.result["threshold"] = self.noise, measure.acceptance_threshold(self.noise)
-            measured = apart.measure_all(self.after(), self.result["apart"])
-            self.trials.extend(measured)
-            self.result["apart"] = measured
-            self.result["ceiling"] = ceiling.measure_ceiling(self.after())
-            if self.result["ceiling"] is not None:
-                self.trials.append(self.result["ceiling"])
-        except KeyboardInterrupt:
-            self.result["interrupted"] = True  # result["stack"] holds what was committed so far
+            # no figure where nothing was timed twice (a failed repeat and no re-timing since)
+            measured_noise = self.noise if measure.pooled_noise(self.groups) is not None else None
+            self.result["noise"], self.result["threshold"] = measured_noise, measure.acceptance_threshold(self.noise)
+            if not self.stopping():
+                measured = apart.measure_all(self.after(), self.result["apart"])
+                self.trials.extend(measured)
+                self.result["apart"] = measured
+            if not self.stopping():
+                self.result["ceiling"] = ceiling.measure_ceiling(self.after())
+                if self.result["ceiling"] is not None:
+                    self.trials.append(self.result["ceiling"])
+        except KeyboardInterrupt:  # Ctrl-C (Interrupted: a process it cut short, or one not started)
+            self.result["interrupted"] = True
+        if self.result["interrupted"]:
+            # a group's best value so far was accepted: it is kept (its other values are not run)
+            for group in list(self.pending):
+                winner = self.pending.pop(group)
+                self._commit(winner.cand, winner.runs, winner.analysis, winner.model)
+            if self.groups:  # the noise the verdicts so far were judged at
+                self.result["noise"], self.result["threshold"] = self.noise, measure.acceptance_threshold(self.noise)
         return self.result
 
     def _settle_groups(self) -> None:
@@ -171,7 +210,12 @@ class _Ladder:
     def _reference(self) -> None:
         self.say("repeating the baseline to measure run-to-run noise")
         # Timing only: the baseline's own trace is the one the rules read.
-        repeat, _, _ = self.process(REPEAT, [], profile=False, guesses=guesses.likely_next(self, None))
+        try:
+            repeat, _, _ = self.process(REPEAT, [], profile=False, guesses=guesses.likely_next(self, None))
+        except Interrupted:
+            self.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "not run", "reason": CUT_SHORT,
+                                "interventions": []})
+            raise
         repeat_ok = repeat.get("status") == "complete"
         self.groups = [[self.base, repeat] if repeat_ok else [self.base]]
         self.noise = (measure.pooled_noise(self.groups) if repeat_ok else None) or 0.0
@@ -180,6 +224,15 @@ class _Ladder:
         # python would, unseeded. Losses are compared with the seeded twin when there is one.
         self.loss_ref = repeat if repeat_ok else self.base
         threshold = measure.acceptance_threshold(self.noise)
+        if not repeat_ok:   # a crashed reference measured nothing: it yields no noise figure
+            from advisor.runner.parent import format_reasons
+
+            self.result.update(noise=None, threshold=threshold)
+            self.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "failed",
+                                "reason": f"the baseline's repeat failed ({format_reasons(repeat) or 'no step measured'}): "
+                                          f"no run-to-run noise figure; trials are judged against the {threshold:.1%} floor",
+                                "interventions": [], **measure.trial_figures(repeat, None, self.base)})
+            return
         self.result.update(noise=self.noise, threshold=threshold)
         self.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "reference",
                             "reason": f"run-to-run noise {self.noise:.1%}; one run against one is accepted above {threshold:.1%}",
@@ -187,6 +240,8 @@ class _Ladder:
 
     def _trial(self, cand: Candidate) -> None:
         ctx = self.ctx
+        if self.stopping():  # Ctrl-C since the loop looked: not started, not recorded
+            return
         if ctx.out_of_budget() or self.n >= ctx.max_trials:
             self.trials.append({"name": cand.key, "fix": cand.name, "status": "not run",
                                 "reason": "trial budget spent", "interventions": []})
@@ -195,7 +250,14 @@ class _Ladder:
         self.n += 1
         name = guesses.trial_name(self.n, cand)
         self.say(f"trial {name}: {mod.describe(cand.params)}")
-        child, analysis, model = self.process(name, [*self.stack, cand], guesses=guesses.likely_next(self, cand, name))
+        try:
+            child, analysis, model = self.process(name, [*self.stack, cand],
+                                                  guesses=guesses.likely_next(self, cand, name))
+        except Interrupted:
+            self.trials.append({"name": name, "fix": cand.name, "params": cand.params, "status": "not run",
+                                "reason": CUT_SHORT, "origin": cand.origin,
+                                "interventions": [c.key for c in [*self.stack, cand]]})
+            raise
         runs = [child]
         rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
                "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,
@@ -215,8 +277,11 @@ class _Ladder:
             rec["step_time_ms"] = measure.mean_step_ms(runs)
             rec["speedup_vs_baseline"] = measure.plus_one(measure.pooled_gain(runs, self.groups[0]))
             rec["samples_per_s"] = measure.samples_per_s(child, rec["step_time_ms"])
-        if cand.name == "ddp":
-            self._scaling(name, cand, rec)
+        if cand.name == "ddp" and not self.stopping():
+            try:
+                self._scaling(name, cand, rec)
+            except Interrupted:
+                pass  # the trial's own verdict stands, without its scaling
         self.trials.append(rec)
         if rec["status"] == "accepted":
             if cand.group is None:
@@ -227,7 +292,7 @@ class _Ladder:
         if rec["status"] in ("rejected", "failed"):
             for part in riders:  # they rode with compile: that was their retry (a crash with it too)
                 self.slow.pop(part.key, None)
-        if rec["status"] == "rejected" and not rec["reason"].startswith("numerics"):
+        if rec["status"] == "rejected" and not rec["reason"].startswith("numerics") and not self.stopping():
             for part in cand.parts:  # a bundle's members come back one by one from the rules
                 if part not in riders:
                     self.slow[part.key] = (self._ref_ms(), rungs.idle_share(analysis))
@@ -286,39 +351,49 @@ class _Ladder:
         verdict = verdict_now()
         measured = regime_noise(self.groups, self.ref_runs) is not None
         if len(self.ref_runs) == 1 and retime_reference(verdict.status, verdict.gain, verdict.threshold, measured) \
-                and not self.ctx.out_of_budget():
+                and not self.ctx.out_of_budget() and not self.stopping():
             self.say(f"trial {name}: {verdict.reason}; the reference has one run"
                      f"{'' if measured else ' and no noise of its own regime'}: timing it again")
             # guessed beside what comes next: a confirmation round's first run, the same stack
             # timed again (unguessed, it compiles on the critical path: 23.7 s on an H100)
             nxt = guesses.likely_next(self, cand, name)
             round1 = (f"{name}-confirm1-reference", self.stack, False)
-            again_ref, _, _ = self.process(f"{name}-reference", self.stack, profile=False,
-                                            guesses=guesses.unique([*nxt[:1], round1, *nxt[1:]]))
+            again_ref = self._again(f"{name}-reference", self.stack,
+                                    guesses.unique([*nxt[:1], round1, *nxt[1:]]))
             if again_ref.get("status") == "complete":
                 self.ref_runs = [*self.ref_runs, again_ref]
                 self._pool(self.ref_runs)  # its pair now sets the noise of its regime
             verdict = verdict_now()
         after = guesses.likely_next(self, cand, name)  # what comes once the verdict is in
-        while verdict.status == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not self.ctx.out_of_budget():
+        while verdict.status == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS and not self.ctx.out_of_budget() \
+                and not self.stopping():
             self.say(f"trial {name}: {verdict.reason}; timing the reference and the trial again")
             k = len(runs)
             # each run of a round is guessed while the one before it runs (started fresh, seven
             # such processes took 120 s of a 320 s ladder on an H100)
             nxt = [(f"{name}-confirm{k + 1}-reference", self.stack, False)] if k + 1 < 1 + CONFIRM_ROUNDS else []
-            again_ref, _, _ = self.process(f"{name}-confirm{k}-reference", self.stack, profile=False,
-                                            guesses=[(f"{name}-confirm{k}", [*self.stack, cand], False), *after])
-            again, _, _ = self.process(f"{name}-confirm{k}", [*self.stack, cand], profile=False,
-                                        guesses=[*nxt, *after])
+            again_ref = self._again(f"{name}-confirm{k}-reference", self.stack,
+                                    [(f"{name}-confirm{k}", [*self.stack, cand], False), *after])
+            again = self._again(f"{name}-confirm{k}", [*self.stack, cand], [*nxt, *after])
             if again_ref.get("status") == "complete":
                 self.ref_runs = [*self.ref_runs, again_ref]
             if again.get("status") == "complete":
                 runs.append(again)
             self._pool(self.ref_runs, runs)
             verdict = verdict_now()
+        if verdict.status == "unsure" and self.stopping():  # kept as it stands: not judged either way
+            return verdict._replace(reason=verdict.reason + "; not confirmed: interrupted (Ctrl-C)")
         if verdict.status == "unsure":
             return verdict._replace(status="rejected", reason=verdict.reason + "; not confirmed")
         return verdict
+
+    def _again(self, name: str, stack: list[Candidate], guesses) -> dict:
+        """A timing-only run for a verdict (the reference, or a confirmation round): after
+        Ctrl-C, none (an empty result): the verdict stands on the runs it has."""
+        try:
+            return self.process(name, stack, profile=False, guesses=guesses)[0]
+        except Interrupted:
+            return {"status": "interrupted"}
 
     def _compete(self, cand, runs, analysis, model, rec: dict, used: float) -> None:
         """A group's values come in order of preference on a tie: a later one within the noise
@@ -343,6 +418,8 @@ class _Ladder:
         # that a second run could not change.
         self.ref_runs, self.ref_config = runs, runs[0].get("config") or self.ref_config
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
+        if self.stopping():
+            return  # nothing runs after it: no requeue
         now = (self._ref_ms(), rungs.idle_share(analysis))
         retry = {k for k, at in self.slow.items() if rungs.worth_retrying(at, now)}
         # torch.compile waits behind every other fix (rungs.LAST); the finding that queued it

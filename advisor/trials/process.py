@@ -5,6 +5,7 @@ the group's best so far."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -46,15 +47,30 @@ class TrialContext:
     held: object = None             # runner.ahead.HeldChild: the repeat, started during the baseline
     split_profile: dict | None = None  # a short script: profiled trials are profiled in a run of their own (advisor.schedule)
     ahead: object = None            # lookahead.Lookahead, while the ladder runs
+    # Ctrl-C was pressed (advisor.commands.analyze): no process starts after it; None: only a
+    # process that Ctrl-C reached tells (run_child forwards it)
+    interrupted: Callable[[], bool] | None = None
 
     def out_of_budget(self) -> bool:
         return time.monotonic() - self.started > self.budget_s
 
 
+def quiet_interrupt(spec: dict) -> dict:
+    """A trial process's spec: stopped by advisor (Ctrl-C, a time limit), the script's
+    KeyboardInterrupt is not printed (runner/bootstrap.py); the trial's record says why."""
+    spec["quiet_interrupt"] = True
+    return spec
+
+
+def finished(child: dict) -> bool:
+    """Whether a run Ctrl-C reached had measured all it was asked to first (then it is kept)."""
+    return child.get("stage") == "measured" and bool((child.get("exit") or {}).get("stopped_by_advisor"))
+
+
 def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> dict:
-    return pipeline.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
-                               [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile,
-                               quiet_s(ctx.lookahead))
+    return quiet_interrupt(pipeline.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
+                                               [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile,
+                                               quiet_s(ctx.lookahead)))
 
 
 def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True,
@@ -80,8 +96,11 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     names = [*(a["name"] for a in ctx.applied), *(p.name for c in stack for p in c.parts)]
     changes_batch = any(n in interventions.BATCH_CHANGING for n in names)
     measure.hold_batch(child, ctx.baseline, changes_batch)
-    if child.get("interrupted"):  # Ctrl-C reached the trial: stop the ladder, keep the rest
-        raise KeyboardInterrupt
+    if child.get("interrupted"):  # Ctrl-C reached the trial: the ladder stops (_Ladder.process)
+        if not finished(child):
+            return child, None, None      # cut short: discarded
+        # it had measured everything when Ctrl-C came (it was stopping): kept
+        child.update(status="complete", incomplete_reasons=[])
     analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])
     pipeline.merge_child_results(analysis, child)
     return child, analysis, model
@@ -92,8 +111,8 @@ def _run_split(ctx: TrialContext, name: str, stack: list[Candidate], guesses) ->
     from advisor.runner.parent import run_child
 
     child, _, _ = _run(ctx, name, stack, False, guesses)
-    if child.get("status") != "complete":
-        return child, None, None
+    if child.get("status") != "complete" or child.get("interrupted") or (ctx.interrupted and ctx.interrupted()):
+        return child, None, None  # after Ctrl-C, no profile run: the timed run is what there is
     spec = {**_spec(ctx, name, stack, True), **ctx.split_profile, "measure_steps": 0,
             "run_dir": str(Path(ctx.run_dir) / "trials" / name / "profile")}
     prof = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
