@@ -31,6 +31,7 @@ import os
 import stat
 import sys
 import sysconfig
+import threading
 
 _WRITE_CHARS = set("wax+")
 LIST_MAX = 200   # entries of child.json sandbox.redirected / absorbed
@@ -92,6 +93,8 @@ class Sandbox:
         self.redirected: dict[str, str] = {}
         self.deleted: set[str] = set()        # the user's files a delete left in place
         self.events: dict[tuple[str, str], dict] = {}
+        self.fresh: set[str] = set()          # files the script made with tempfile.mkstemp
+        self.passing = threading.local()      # .on: a call advisor trusts is under way (tempfile's own)
         self.kind = os.environ.get("ADVISOR_SANDBOX") or "python"
         self.why = os.environ.get("ADVISOR_SANDBOX_WHY")
         try:
@@ -113,10 +116,10 @@ class Sandbox:
             while full and not os.path.isdir(full) and full != os.path.dirname(full):
                 missing.append(full)
                 full = os.path.dirname(full)
-            for d in reversed(missing):
-                from advisor.runner.sandbox_hooks import REAL
+            from advisor.runner.sandbox_hooks import REAL
 
-                REAL["mkdir"](d)
+            for d in reversed(missing):
+                REAL.get("mkdir", os.mkdir)(d)
 
     def relocate(self, run_dir: str) -> None:
         """The run directory was renamed (a process started ahead takes its trial's name)."""
@@ -141,7 +144,7 @@ class Sandbox:
     def judge(self, path, force: bool = False, follow: bool = True) -> tuple[str | None, str | None]:
         """(the real path, where a change to it goes: None when it may go where asked)."""
         full = real(path, follow)
-        if full is None or _under(full, self.own):
+        if full is None or full in self.fresh or getattr(self.passing, "on", False) or _under(full, self.own):
             return full, None
         if not force and not _under(full, self.project) and self._called_from_library():
             return full, None

@@ -260,14 +260,22 @@ def _install_tempfile(sb: Sandbox) -> None:
     """What the script makes with ``tempfile`` in this process is its own scratch space."""
     real_mkdtemp, real_inner = _keep("mkdtemp", tempfile.mkdtemp), _keep("_mkstemp_inner", tempfile._mkstemp_inner)
 
-    def mkdtemp(*args, **kwargs):
-        path = real_mkdtemp(*args, **kwargs)
+    def mkdtemp(suffix=None, prefix=None, dir=None):
+        dest = sb.target(dir, op="mkdir") if dir is not None else None
+        if dest is not None:   # asked for inside the user's tree: made in the redirected copy
+            REAL["makedirs"](dest, exist_ok=True)
+            dir = dest
+        sb.passing.on = True   # its os.mkdir makes a fresh directory of its own
+        try:
+            path = real_mkdtemp(suffix, prefix, dir)
+        finally:
+            sb.passing.on = False
         sb.allow(path)
         return path
 
     def mkstemp_inner(*args, **kwargs):
         fd, path = real_inner(*args, **kwargs)
-        sb.allow(path)
+        sb.fresh.add(os.path.realpath(path))
         return fd, path
 
     tempfile.mkdtemp, tempfile._mkstemp_inner = mkdtemp, mkstemp_inner
