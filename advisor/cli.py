@@ -12,6 +12,56 @@ import sys
 
 from advisor.commands import fail as _fail
 
+# Counts and times on the command line: argparse rejects any other value with one line and exit 2.
+MAX_COUNT = 10 ** 9     # steps, trials, processes
+MAX_FLOAT = 1e7         # seconds (115 days) or minutes: beyond, a wait overflows the platform's time_t
+
+
+def _whole(text: str, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be {'at least 1' if least else '0 or more'}, not {text}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT:,}, not {text}")
+    return value
+
+
+def _real(text: str, positive: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text}")
+    if value < 0 or (positive and value == 0):
+        raise argparse.ArgumentTypeError(f"must be {'more than 0' if positive else '0 or more'}, not {text}")
+    if value > MAX_FLOAT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_FLOAT:,.0f}, not {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A count of at least 1."""
+    return _whole(text, 1)
+
+
+def nonneg_int(text: str) -> int:
+    """A count where 0 means none (or off)."""
+    return _whole(text, 0)
+
+
+def positive_float(text: str) -> float:
+    """Seconds or minutes, more than 0."""
+    return _real(text, positive=True)
+
+
+def nonneg_float(text: str) -> float:
+    """Seconds, 0 allowed."""
+    return _real(text, positive=False)
+
 
 def _add_rule_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
@@ -21,23 +71,25 @@ def _add_rule_options(p: argparse.ArgumentParser) -> None:
 
 def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="run directory to create (default: reports/<time>-<script>)")
-    p.add_argument("--warmup", type=int, default=5, help="steps run before anything is timed (default 5)")
-    p.add_argument("--profile-steps", type=int, default=3,
+    p.add_argument("--warmup", type=nonneg_int, default=5,
+                   help="steps run before anything is timed (default 5; 0: none)")
+    p.add_argument("--profile-steps", type=positive_int, default=3,
                    help="steps profiled, after the timed ones (default 3)")
-    p.add_argument("--steps", type=int, default=20, help="steps timed without the profiler (default 20)")
-    p.add_argument("--min-time", type=float, default=1.0,
-                   help="time at least this many seconds, up to 10x --steps (default 1.0)")
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds before the script is stopped (default 1800)")
-    p.add_argument("--step-timeout", type=float, default=300.0,
+    p.add_argument("--steps", type=positive_int, default=20, help="steps timed without the profiler (default 20)")
+    p.add_argument("--min-time", type=nonneg_float, default=1.0,
+                   help="time at least this many seconds, up to 10x --steps (default 1.0; 0: --steps alone)")
+    p.add_argument("--timeout", type=positive_float, default=1800.0,
+                   help="seconds before the script is stopped (default 1800)")
+    p.add_argument("--step-timeout", type=positive_float, default=300.0,
                    help="seconds allowed to reach the first training step (default 300)")
-    p.add_argument("--stall-timeout", type=float, default=None, metavar="S",
+    p.add_argument("--stall-timeout", type=positive_float, default=None, metavar="S",
                    help="seconds without a training step, once stepping, before the script is stopped as "
                         "stalled, with every thread's stack (default: 50 median steps, 120-900 s)")
     p.add_argument("--memory", action="store_true",
                    help="record allocator events in the trace (memory timeline; adds profiler overhead)")
     p.add_argument("--with-stack", action="store_true", help="record Python stacks in the trace (larger)")
     p.add_argument("--shapes", action="store_true", help="record operator input shapes in the trace")
-    p.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
+    p.add_argument("--nproc-per-node", type=positive_int, default=1, metavar="N",
                    help="run the script under torch.distributed.run with N processes, as torchrun --nproc-per-node N "
                         "would; every rank under advisor, one report (default 1)")
     p.add_argument("--no-trials", action="store_true", help="diagnose only; do not trial fixes")
@@ -45,12 +97,13 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--apply", metavar="FIX[:KEY=VALUE...],...",
                    help="run the baseline (and every trial) with these fixes applied, "
                         "e.g. amp,channels-last,dataloader-workers:num_workers=8")
-    p.add_argument("--budget", type=float, default=15.0, help="minutes for trials (default 15)")
-    p.add_argument("--max-trials", type=int, default=16, help="most trials to run (default 16)")
-    p.add_argument("--trial-timeout", type=float, default=900.0, help="seconds before a trial is stopped (default 900)")
+    p.add_argument("--budget", type=positive_float, default=15.0, help="minutes for trials (default 15)")
+    p.add_argument("--max-trials", type=positive_int, default=16, help="most trials to run (default 16)")
+    p.add_argument("--trial-timeout", type=positive_float, default=900.0,
+                   help="seconds before a trial is stopped (default 900)")
     p.add_argument("--no-verify", action="store_true",
                    help="do not run the patched script as plain python to check fixes.patch")
-    p.add_argument("--lookahead", type=int, default=None, metavar="N",
+    p.add_argument("--lookahead", type=nonneg_int, default=None, metavar="N",
                    help="trial processes started ahead on a guess of the next trial, each waiting at the "
                         "script's first CUDA use (default: 5 with 16+ cores, 3 with 12+, 2 with 8+, 1 with 4+, 0 below; "
                         "0 turns it off)")
@@ -182,6 +235,13 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(bad, 2)
     from advisor.commands import compare, inspect
 
-    return {"inspect": inspect.cmd_inspect, "report": inspect.cmd_report, "compare": compare.cmd_compare,
-            "rules": inspect.cmd_rules, "rule": inspect.cmd_rule}[ns.command](ns)
+    cmd = {"inspect": inspect.cmd_inspect, "report": inspect.cmd_report, "compare": compare.cmd_compare,
+           "rules": inspect.cmd_rules, "rule": inspect.cmd_rule}[ns.command]
+    if ns.command not in ("inspect", "report"):
+        return cmd(ns)
+    try:
+        return cmd(ns)
+    except Exception as exc:  # noqa: BLE001 - last resort: the readers answer bad input themselves (issue 27)
+        text = (str(exc).splitlines() or [""])[0]
+        return _fail(f"internal error: {type(exc).__name__}: {text} (please report)")
 

@@ -102,3 +102,137 @@ def check_run(doc: dict) -> dict:
         if t.get("status") not in TRIAL_STATUSES:
             raise ContractError(f"run document: trials[{i}] ({t['name']}) status {t.get('status')!r}")
     return doc
+
+
+# --- a run document read back -------------------------------------------------------------------
+# run.json read from disk (`advisor report`, `compare`, `inspect` of a run directory) is untrusted
+# input: ``read_run`` keeps every value whose shape is the one below and drops one of another type
+# (None stays: it means absent), so that the renderers and the rules can rely on a dict being a
+# dict and a number a finite number. Keys not named here pass through; nothing reads them.
+
+class MapOf:
+    """An object with any keys, every value of one shape (a value of another is dropped)."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
+NUM = "number"     # an int or a finite float, never a bool
+ANY = "any"        # any JSON value (only printed, or compared)
+SCALAR = (str, int, float, bool)
+_DROP = object()
+
+
+def conform(value, shape):
+    """``value`` in ``shape`` (a type, NUM, ANY, a tuple of types, ``[shape]``, ``{key: shape}``
+    or MapOf), containers rebuilt with what does not conform left out; _DROP when ``value``
+    itself does not conform. None conforms to every shape."""
+    if value is None or shape is ANY:
+        return value
+    if shape is NUM:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+            and value not in (float("inf"), float("-inf"))
+        return value if ok else _DROP
+    if shape is int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else _DROP
+    if isinstance(shape, (type, tuple)):
+        return value if isinstance(value, shape) else _DROP
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return _DROP
+        items = (conform(v, shape[0]) for v in value)
+        return [v for v in items if v is not _DROP and v is not None]
+    if isinstance(shape, MapOf):
+        if not isinstance(value, dict):
+            return _DROP
+        items = ((k, conform(v, shape.shape)) for k, v in value.items())
+        return {k: v for k, v in items if v is not _DROP}
+    if not isinstance(value, dict):
+        return _DROP
+    out = {}
+    for k, v in value.items():
+        v = conform(v, shape[k]) if k in shape else v
+        if v is not _DROP:
+            out[k] = v
+    return out
+
+
+_NUMS = MapOf(NUM)
+_ROOF_ROW = {"samples_per_s": NUM, "achieved_tflops": NUM, "dtype": SCALAR, "peak_tflops": NUM, "mfu": NUM,
+             "status": SCALAR, "reason": SCALAR}
+_TRIAL = {"name": SCALAR, "fix": SCALAR, "status": SCALAR, "reason": SCALAR, "description": SCALAR, "origin": SCALAR,
+          "rung_note": SCALAR, "interventions": [ANY], "traces": [ANY], "apart": ANY, "ceiling": ANY,
+          "batch_size": int, "micro_batches": int, "breakdown": _NUMS, "kernel_time_by_class": _NUMS,
+          **{k: NUM for k in ("samples_per_s", "step_time_ms", "speedup_vs_baseline", "gain_vs_previous",
+                              "peak_memory_bytes", "warmup_cost_s", "profiled_step_time_ms")}}
+_FINDING = {"code": SCALAR, "name": SCALAR, "severity": SCALAR, "message": SCALAR, "evidence": [ANY],
+            "estimated_gain_ms": NUM,
+            "fix": {"intervention": SCALAR, "where": SCALAR, "code": SCALAR, "params": dict}}
+_NOTE = {"intervention": SCALAR, "where": SCALAR, "edits": [ANY], "reason": SCALAR, "required_by": SCALAR,
+         "why": SCALAR, "warning": SCALAR, "argv_changes": [{"flag": SCALAR, "to": SCALAR, "from": SCALAR}]}
+_CHECK = {"fix": SCALAR, "where": SCALAR, "reason": SCALAR, "expected": ANY, "observed": ANY}
+READ_SHAPES = {
+    "schema": int, "advisor_version": SCALAR, "created": SCALAR, "run_dir": SCALAR, "status": SCALAR,
+    "incomplete_reasons": [ANY], "notes": [ANY], "applied": [ANY], "skipped_rules": [ANY],
+    "command": {"argv": [ANY], "script": SCALAR, "cwd": SCALAR},
+    "measurement": {"step_time_ms": NUM, "samples_per_s": NUM, "step_time_iqr_ms": NUM, "steps_measured": NUM,
+                    "batch_size": int, "micro_batches": int},
+    "analysis": {"breakdown": _NUMS, "kernel_time_by_class": _NUMS, "kernel_time_ms_by_class": _NUMS,
+                 "step_time_ms": NUM, "steps_in_trace": NUM,
+                 "top_kernels": [{"name": str, "cls": SCALAR, "ms": NUM, "count": NUM}],
+                 "memory": {"peak_allocated_bytes": NUM, "peak_reserved_bytes": NUM, "capacity_bytes": NUM,
+                            "peak_source": SCALAR, "source": SCALAR}},
+    "memory": {"max_allocated_bytes": NUM, "max_reserved_bytes": NUM, "capacity_bytes": NUM},
+    "config": MapOf(ANY),
+    "environment": dict,
+    "findings": [_FINDING],
+    "trials": [_TRIAL],
+    "trial_summary": {"noise": NUM, "threshold": NUM},
+    "traces": MapOf([ANY]),
+    "patch": {"file": SCALAR, "notes": [_NOTE],
+              "verification": {"status": SCALAR, "error": SCALAR, "speedup_vs_baseline": NUM, "of_stack": NUM,
+                               "samples_per_s": NUM, "runs": NUM, "argv": ANY, "checks": [_CHECK]}},
+    "roofline": {"flops_per_step": NUM, "flops_per_sample": NUM, "bf16_peak_tflops": NUM, "why_not": SCALAR,
+                 "baseline": _ROOF_ROW, "stack": _ROOF_ROW, "ceiling": _ROOF_ROW},
+    "schedule": {"text": SCALAR},
+    "own_traces": {"traces": [ANY], "steps": SCALAR, "reason": SCALAR},
+    "ranks": [{"rank": SCALAR, "device": SCALAR, "breakdown_ms": _NUMS, "missing": SCALAR, "trace_error": SCALAR,
+               **{k: NUM for k in ("step_time_ms", "data_wait_ms", "communication_ms", "exposed_communication_ms")}}],
+}
+
+# The observed config (run.json `config`) as the rules read it: {key: {"value", "where"}}, each
+# value in the shape its rule expects.
+_CONFIG_VALUES = {
+    "autocast": {"dtype": SCALAR, "enabled": ANY},
+    "input": {"dtype": SCALAR, "shape": [ANY], "memory_format": SCALAR},
+    "dataloader": {"batch_size": int, "num_workers": int, "pin_memory": ANY, "persistent_workers": ANY,
+                   "prefetch_factor": int, "dataset_type": SCALAR, "transforms": SCALAR,
+                   "dali": {"images": ANY, "kind": SCALAR, "files": int, "cost": _NUMS, "source": SCALAR,
+                            "mapping": [ANY]}},
+    "h2d_copy": {"non_blocking": ANY},
+    "zero_grad": {"set_to_none": ANY},
+    "optimizer": {"class": SCALAR, "fused": ANY, "foreach": ANY},
+    "item_calls": {"sites": dict},
+    "data_parallel": {"class": SCALAR},
+    "grad_scaler": {"enabled": ANY},
+}
+
+
+def read_config(config) -> dict:
+    """run.json `config` in the shapes the rules read (an entry that is not an object is dropped)."""
+    config = conform(config, MapOf(dict)) or {}
+    return {k: conform(v, {"where": SCALAR, "value": _CONFIG_VALUES.get(k, ANY)}) for k, v in config.items()}
+
+
+def read_run(doc) -> dict:
+    """A run document read back from disk, in the shapes its readers rely on (READ_SHAPES);
+    ValueError when it is not a JSON object at all."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"not a run document (a JSON {json_kind(doc)}, not an object)")
+    return conform(doc, READ_SHAPES)
+
+
+def json_kind(v) -> str:
+    """What a parsed JSON value is, in JSON's words."""
+    return ("null" if v is None else "boolean" if isinstance(v, bool) else "number" if isinstance(v, (int, float))
+            else "string" if isinstance(v, str) else "array" if isinstance(v, list) else "object")

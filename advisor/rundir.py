@@ -20,10 +20,17 @@ def new_run_dir(script: str, out: str | None = None, root: str | None = None) ->
     """
     if out:
         path = Path(out).absolute()
-        if path.exists() and any(path.iterdir()):
-            raise FileExistsError(f"--out {out} exists and is not empty; advisor never overwrites a run")
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        try:
+            if path.is_dir() and any(path.iterdir()):
+                raise FileExistsError(f"--out {out} exists and is not empty; advisor never overwrites a run")
+            path.mkdir(parents=True, exist_ok=True)
+        except FileExistsError as exc:
+            if path.is_dir():
+                raise
+            raise OSError(f"--out {out}: cannot create the run directory (a file is in the way)") from exc
+        except OSError as exc:
+            raise OSError(f"--out {out}: cannot create the run directory ({exc.strerror or exc})") from None
+        return _writable(path)
     base_root = Path(root or os.environ.get("ADVISOR_REPORTS", DEFAULT_ROOT)).absolute()
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(script).stem) or "script"
@@ -32,10 +39,26 @@ def new_run_dir(script: str, out: str | None = None, root: str | None = None) ->
     while True:
         try:
             candidate.mkdir(parents=True, exist_ok=False)
-            return candidate
+            return _writable(candidate)
         except FileExistsError:
+            if not base_root.is_dir():
+                raise OSError(f"{base_root}: cannot create run directories under it (not a directory)") from None
             candidate = base_root / f"{stamp}-{stem}-{n}"
             n += 1
+        except OSError as exc:
+            raise OSError(f"{candidate}: cannot create the run directory ({exc.strerror or exc})") from None
+
+
+def _writable(path: Path) -> Path:
+    """The run directory, once a file could be created in it: a directory advisor cannot write
+    fails here, in one line, before any process starts."""
+    probe = path / f".advisor-probe-{os.getpid()}"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise OSError(f"{path}: the run directory is not writable ({exc.strerror or exc})") from None
+    return path
 
 
 def write_json(path: Path, data: object) -> None:
@@ -54,6 +77,23 @@ def write_run(run_dir: Path, doc: dict) -> None:
 
 def read_json(path: Path) -> dict:
     return orjson.loads(Path(path).read_bytes())
+
+
+def read_run(path: str | os.PathLike) -> dict:
+    """A run.json read back (untrusted: advisor.contracts.read_run gives it its readers' shapes);
+    OSError or ValueError with a one-line reason naming the file."""
+    from advisor.contracts import read_run as conform_run
+
+    try:
+        doc = orjson.loads(Path(path).read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise OSError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return conform_run(doc)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def find_run_json(path: str | os.PathLike) -> Path:

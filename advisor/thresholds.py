@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, fields
 
@@ -71,5 +72,11 @@ class Thresholds:
             key = key.strip().replace("-", "_")
             if not sep or key not in names:
                 raise ValueError(f"unknown threshold {item!r}; known: {', '.join(sorted(names))}")
-            setattr(t, key, type(getattr(t, key))(float(val)))
+            try:
+                value = float(val)
+            except ValueError:
+                raise ValueError(f"threshold {key}: {val.strip()!r} is not a number") from None
+            if not math.isfinite(value):
+                raise ValueError(f"threshold {key}: {val.strip()!r} is not a finite number")
+            setattr(t, key, type(getattr(t, key))(value))
         return t

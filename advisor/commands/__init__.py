@@ -5,16 +5,19 @@ speaks on (stderr: stdout is the script's, or `--json`'s) and the one-line failu
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 
 err = Console(stderr=True, highlight=False)
 EXIT_GATE_FAILED = 3  # compare --fail-below: the new run is slower than the gate allows
 
 
 def say(text: str) -> None:
-    """One line of advisor's progress on the console (the script's own output shares it)."""
-    err.print(f"[cyan]advisor ▸[/] {text}", markup=True, highlight=False)
+    """One line of advisor's progress on the console (the script's own output shares it); the
+    text is plain (a path's brackets are printed, never read as markup)."""
+    err.print(f"[cyan]advisor ▸[/] {escape(text)}", markup=True, highlight=False)
 
 
 def fail(msg: str, code: int = 1) -> int:
-    err.print(f"[bold red]advisor:[/] {msg}", markup=True, highlight=False, soft_wrap=True)
+    """One line on stderr, plain text (paths and messages are never read as markup); the exit code."""
+    err.print(f"[bold red]advisor:[/] {escape(msg)}", markup=True, highlight=False, soft_wrap=True)
     return code

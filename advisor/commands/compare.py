@@ -102,7 +102,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     for run in (ns.run_a, ns.run_b):
         try:
             path = rundir.find_run_json(run)
-            docs.append(rundir.read_json(path))
+            docs.append(rundir.read_run(path))  # untrusted: in the shapes the page and the gate read
         except (OSError, ValueError) as exc:
             return _fail(str(exc))
         if not isinstance(docs[-1], dict):

@@ -24,7 +24,10 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
             models.extend(load_traces(target))
         except TraceError as exc:
             return _fail(str(exc))
-    config = _run_config(ns.traces) if len(ns.traces) == 1 else {}
+    try:
+        config = _run_config(ns.traces) if len(ns.traces) == 1 else {}
+    except (OSError, ValueError) as exc:
+        return _fail(str(exc))
     ranked = _ranks(models)
     analyses = [analyze(m) for m in models]  # once each: every rank's rules also see the others'
     results = []
@@ -55,9 +58,11 @@ def _ranks(models: list) -> bool:
 
 def _run_config(targets: list[str]) -> dict:
     """Inspecting an advisor run directory: its observed config makes the config rules run."""
+    from advisor.contracts import read_config
+
     p = Path(targets[0])
     if p.is_dir() and (p / "run.json").is_file():
-        return rundir.read_json(p / "run.json").get("config") or {}
+        return read_config(rundir.read_run(p / "run.json").get("config"))
     return {}
 
 
@@ -74,7 +79,10 @@ def cmd_report(ns: argparse.Namespace) -> int:
         run = SavedRun.load(ns.run)
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
-    _render(run.run_dir, run.doc)
+    try:
+        _render(run.run_dir, run.doc)
+    except OSError as exc:
+        return _fail(f"cannot write {run.run_dir / 'index.html'}: {exc.strerror or exc}")
     say(f"wrote {run.run_dir / 'index.html'}")
     return 0
 

@@ -29,7 +29,7 @@ class SavedRun:
         from advisor import rundir
 
         found = rundir.find_run_json(path)
-        return cls(rundir.read_json(found), found.parent)
+        return cls(rundir.read_run(found), found.parent)
 
 
 def _html(run: SavedRun) -> str:

@@ -14,7 +14,7 @@ def timeline(run_dir: Path | None, traces: list[str], title: str) -> dict | None
     if run_dir is None or not traces:
         return None
     path = run_dir / traces[-1]
-    if not path.is_file():
+    if not view.in_run_dir(traces[-1]) or not path.is_file():
         return {"title": title, "missing": f"{traces[-1]} is not in the run directory"}
     tl, err = timeline_from_file(path)
     if tl is None:

@@ -27,7 +27,7 @@ def _findings_diff(doc_a: dict, doc_b: dict) -> list[dict]:
     for code in list(fa) + [c for c in fb if c not in fa]:
         a, b = fa.get(code), fb.get(code)
         state = "resolved" if b is None else "new" if a is None else "remaining"
-        f = b or a
+        f = b if b is not None else a   # an empty finding ({}) is still the one found
         out.append({"code": code, "name": f.get("name"), "state": state, "message": f.get("message"),
                     "gain_a": view.num((a or {}).get("estimated_gain_ms")),
                     "gain_b": view.num((b or {}).get("estimated_gain_ms"))})

@@ -174,6 +174,8 @@ def patch_view(doc: dict, run_dir: Path | None) -> dict | None:
     text, missing = "", False
     if p.get("file") and run_dir is not None:
         try:
+            if not in_run_dir(p["file"]):
+                raise FileNotFoundError(p["file"])
             text = (run_dir / str(p["file"])).read_text(encoding="utf-8", errors="replace")[:MAX_PATCH_CHARS]
         except OSError:
             missing = True
@@ -181,6 +183,9 @@ def patch_view(doc: dict, run_dir: Path | None) -> dict | None:
     verification = None
     if v:
         from advisor.verify import shortfalls, summary_line
+
+        # a check that did not take names what it expected and saw; "?" where run.json lacks it
+        v = {**v, "checks": [{"fix": "?", "expected": "?", "observed": "?", **c} for c in v.get("checks") or []]}
         verification = {"line": summary_line(v), "ok": v.get("status") == "verified", "short": shortfalls(v),
                         "argv": v.get("argv"), "runs": v.get("runs"),
                         "argv_changes": [c for n in p.get("notes") or [] for c in n.get("argv_changes") or []]}
@@ -264,13 +269,19 @@ def display_path(p: Path) -> str:
         return str(p.resolve())
 
 
+def in_run_dir(name) -> bool:
+    """Whether a file name from run.json is a plain relative path to a file of the run itself (no
+    scheme, not absolute, no .., no NUL): the only files a report reads or links."""
+    t = str(name)
+    return bool(t) and ":" not in t and "\0" not in t and not t.startswith(("/", "\\")) and ".." not in Path(t).parts
+
+
 def traces_view(rows: list[dict], run_dir: Path | None) -> dict:
     items = []
     for r in rows:
         for t in r["traces"]:
             # Linked only when it is a plain relative path to a file of this run (no scheme, no ..).
-            plain = ":" not in str(t) and not str(t).startswith(("/", "\\")) and ".." not in Path(str(t)).parts
-            exists = plain and run_dir is not None and (run_dir / t).is_file()
+            exists = in_run_dir(t) and run_dir is not None and (run_dir / t).is_file()
             items.append({"run": r["name"], "label": r["label"], "path": str(t), "exists": exists})
     tb = display_path(run_dir / "tb") if run_dir is not None else "RUN/tb"
     return {"items": items, "tb_dir": tb, "tb_command": f"tensorboard --logdir {tb}"}

@@ -107,6 +107,8 @@ class Sink:
     def intern(self, name: str) -> int:
         i = self.ids.get(name)
         if i is None:
+            if type(name) is not str:  # a malformed event's name (number, list, null): its row is dropped
+                raise TypeError(f"event name is a {type(name).__name__}")
             i = self.ids[name] = len(self.names)
             self.names.append(name)
         return i
@@ -132,8 +134,8 @@ class Sink:
         cpu_cat = {"cpu_op": 0, "user_annotation": 1, "python_function": 2}
         self.n_events += len(events)
         for e in events:
-            cat = e.get("cat")
             try:
+                cat = e.get("cat")  # an event that is not an object raises here and is skipped
                 code = cpu_cat.get(cat)
                 if code is not None:
                     if e.get("ph") != "X":
@@ -235,7 +237,7 @@ def _loads_array(doc) -> list | None:
         pass
     try:  # the stdlib accepts NaN/Infinity, which some Kineto versions write in args
         return json.loads(bytes(doc))
-    except ValueError:
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError; nesting past the stack
         return None
 
 
@@ -333,10 +335,16 @@ def load_whole(path: str, sink: Sink) -> dict:
     except orjson.JSONDecodeError:
         try:
             doc = json.loads(data)
-        except ValueError as e:
+        except json.JSONDecodeError as e:
             cut = e.msg.startswith("Unterminated") or e.pos >= len(data.rstrip()) - 1
             kind = "truncated JSON" if cut else "not valid JSON"
             raise TraceError(f"{path}: {kind} ({e.msg} at byte {e.pos})") from None
+        except UnicodeDecodeError as e:
+            raise TraceError(f"{path}: not a JSON text file (not {e.encoding.upper()} at byte {e.start})") from None
+        except RecursionError:
+            raise TraceError(f"{path}: not a Kineto trace (JSON nested too deeply)") from None
+        except ValueError as e:
+            raise TraceError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceError(f"{path}: not a Kineto trace (no traceEvents array)")
     events = doc.pop("traceEvents")

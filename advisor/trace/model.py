@@ -8,6 +8,7 @@ to whole columns by indexing, which is what keeps analysis of multi-GB traces fa
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 
@@ -106,20 +107,61 @@ class TraceModel:
 
 # --- construction ---------------------------------------------------------------------
 
+# The trace's own metadata is untrusted input: these fields keep their Kineto types or are dropped.
+_PROPERTY_TYPES = {"id": int, "name": str, "totalGlobalMem": int, "computeMajor": int, "computeMinor": int,
+                   "numSms": int}
+_INFO_TYPES = {"rank": int, "world_size": int, "backend": str}
+_INT64 = 1 << 63
+
+
+def _scalar(v):
+    """A JSON scalar that survives the analysis and orjson (finite, 64-bit, not a bool); else None."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v if -_INT64 <= v < _INT64 else None
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    return v if isinstance(v, str) else None
+
+
+def _typed(raw, types: dict) -> dict | None:
+    """An object's scalar fields, the named ones only when of their type; None when not an object."""
+    if not isinstance(raw, dict):
+        return None
+    out = {}
+    for k, v in raw.items():
+        v = _scalar(v)
+        if v is not None and isinstance(v, types.get(k, object)):
+            out[str(k)] = v
+    return out
+
+
 def _meta(raw: dict, path: str, t0: float) -> dict:
+    props = raw.get("deviceProperties")
+    base = _scalar(raw.get("baseTimeNanoseconds"))
     return {
-        "device_properties": raw.get("deviceProperties") or [],
-        "cuda_runtime_version": raw.get("cuda_runtime_version"),
-        "cuda_driver_version": raw.get("cuda_driver_version"),
-        "distributed_info": raw.get("distributedInfo"),
-        "base_time_ns": raw.get("baseTimeNanoseconds"),
+        "device_properties": [p for p in (_typed(x, _PROPERTY_TYPES) for x in props) if p is not None]
+        if isinstance(props, list) else [],
+        "cuda_runtime_version": _scalar(raw.get("cuda_runtime_version")),
+        "cuda_driver_version": _scalar(raw.get("cuda_driver_version")),
+        "distributed_info": _typed(raw.get("distributedInfo"), _INFO_TYPES),
+        "base_time_ns": base if isinstance(base, int) else None,
         "trace_path": path,
         "t0_us": t0,  # absolute Kineto ts of relative time 0
     }
 
 
+def _finite_rows(t: Table) -> Table:
+    """Rows whose times are finite numbers (the stdlib parser lets NaN and Infinity through)."""
+    ok = np.isfinite(t.ts)
+    if "dur" in t.columns:
+        ok &= np.isfinite(t.dur)
+    return t if ok.all() else t.take(ok)
+
+
 def build_model(sink: Sink, raw_meta: dict, path: str) -> TraceModel:
-    tables = {name: _to_table(cols) for name, cols in sink.cols.items()}
+    tables = {name: _finite_rows(_to_table(cols)) for name, cols in sink.cols.items()}
     sink.cols.clear()
     starts = [float(t.ts.min()) for t in tables.values() if len(t)]
     t0 = min(starts, default=0.0)
