@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-# status of a run; of a trial record
-RUN_STATUSES = ("complete", "incomplete")
+# status of a run ("interrupted": Ctrl-C, what had finished kept); of a trial record
+RUN_STATUSES = ("complete", "incomplete", "interrupted")
+INTERRUPTED_DURING = ("baseline", "trials", "verification")  # what a Ctrl-C cut short
 TRIAL_STATUSES = ("reference", "accepted", "rejected", "unsure", "failed", "skipped", "not run", "superseded",
                   "measured", "bound")
 SEVERITIES = ("info", "warning", "error")
@@ -55,6 +56,8 @@ class RunDocument(TypedDict, total=False):
     command: dict[str, Any]        # script, argv, cwd
     status: str                    # RUN_STATUSES
     incomplete_reasons: list[str]
+    interrupted_during: str        # INTERRUPTED_DURING, with status "interrupted": the baseline, or after it
+    sandbox: dict[str, Any]        # kind ("overlay" | "python"), why, processes: {name: {redirected, absorbed}}
     measurement: dict[str, Any]    # the timed window: step_time_ms, samples_per_s, batch_size, ...
     analysis: dict[str, Any] | None  # the profiled steps (advisor.metrics.analyze)
     config: dict[str, Any]         # what the runner observed, each entry {"value", "where"}
@@ -71,7 +74,8 @@ class RunDocument(TypedDict, total=False):
 REQUIRED = {"schema": int, "status": str, "incomplete_reasons": list, "measurement": dict, "config": dict,
             "environment": dict, "findings": list, "trials": list}
 TYPES = {"analysis": (dict, type(None)), "patch": dict, "roofline": dict, "schedule": dict, "own_traces": dict,
-         "trial_summary": dict, "notes": list, "traces": dict, "ranks": list}
+         "trial_summary": dict, "notes": list, "traces": dict, "ranks": list, "interrupted_during": str,
+         "sandbox": dict}
 
 
 class ContractError(ValueError):
@@ -91,6 +95,8 @@ def check_run(doc: dict) -> dict:
             raise ContractError(f"run document: {key!r} is a {type(doc[key]).__name__}")
     if doc["status"] not in RUN_STATUSES:
         raise ContractError(f"run document: status {doc['status']!r} is not one of {RUN_STATUSES}")
+    if "interrupted_during" in doc and doc["interrupted_during"] not in INTERRUPTED_DURING:
+        raise ContractError(f"run document: interrupted_during {doc['interrupted_during']!r}")
     for i, f in enumerate(doc["findings"]):
         if not isinstance(f, dict) or not isinstance(f.get("code"), str):
             raise ContractError(f"run document: findings[{i}] has no code")
@@ -196,6 +202,7 @@ READ_SHAPES = {
                  "baseline": _ROOF_ROW, "stack": _ROOF_ROW, "ceiling": _ROOF_ROW},
     "schedule": {"text": SCALAR},
     "own_traces": {"traces": [ANY], "steps": SCALAR, "reason": SCALAR},
+    "sandbox": {"kind": SCALAR, "why": SCALAR, "processes": MapOf(dict)},
     "ranks": [{"rank": SCALAR, "device": SCALAR, "breakdown_ms": _NUMS, "missing": SCALAR, "trace_error": SCALAR,
                **{k: NUM for k in ("step_time_ms", "data_wait_ms", "communication_ms", "exposed_communication_ms")}}],
 }

@@ -86,11 +86,15 @@ def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: Analyze
 def sandbox(spec: dict, run_dir: Path | str, workdir: str = "tree") -> dict:
     """Make a spec sandboxed (docs/safety.md): the script's Python-level writes outside the run
     directory redirected into it (runner/sandbox.py), the process in a copy-on-write view of the
-    filesystem where the machine allows one (runner/jail.py), and its working directory
-    ``workdir``: relative to its own run directory, a mirror of the user's cwd."""
+    filesystem where the machine allows one (runner/jail.py), its working directory ``workdir``
+    (relative to its own run directory: a mirror of the user's cwd), and no traceback printed
+    when advisor stops it."""
     spec["sandbox_writes"] = True
     spec["sandbox_root"] = str(run_dir)
     spec["workdir"] = workdir
+    # stopped by advisor (Ctrl-C, a time limit), the script's KeyboardInterrupt is not printed
+    # (runner/bootstrap.py): the process's record says why it stopped
+    spec["quiet_interrupt"] = True
     return spec
 
 

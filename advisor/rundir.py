@@ -72,7 +72,36 @@ def write_run(run_dir: Path, doc: dict) -> None:
     """run.json, checked against its contract first (advisor.contracts.check_run)."""
     from advisor.contracts import check_run
 
+    summary = sandbox_summary(Path(run_dir))
+    if summary:
+        doc["sandbox"] = summary
     write_json(Path(run_dir) / "run.json", check_run(doc))
+
+
+def sandbox_summary(run_dir: Path) -> dict | None:
+    """run.json ``sandbox``: which sandbox the processes after the baseline ran in (docs/safety.md)
+    and, process by process, what it redirected, left undone or took into its copy-on-write
+    layer (from each process's child.json)."""
+    procs = {}
+    kinds, why = set(), None
+    for child in sorted([*run_dir.glob("trials/*/child.json"), *run_dir.glob("verify/run-*/child.json"),
+                         *run_dir.glob("schedule/*/child.json")]):
+        try:
+            sb = orjson.loads(child.read_bytes()).get("sandbox")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if not isinstance(sb, dict):
+            continue
+        kinds.add(str(sb.get("kind")))
+        why = why or sb.get("why")
+        name = str(child.parent.relative_to(run_dir))
+        procs[name] = {k: sb.get(k) for k in ("redirected", "absorbed") if sb.get(k)}
+    if not procs:
+        return None
+    out = {"kind": kinds.pop() if len(kinds) == 1 else "mixed", "processes": procs}
+    if why:
+        out["why"] = why
+    return out
 
 
 def read_json(path: Path) -> dict:

@@ -2,8 +2,9 @@
 
 The single-process layout most training scripts start from: a model on "cuda", a DataLoader
 over a dataset of uint8 images (synthetic, 224 px, 1000 classes; epochs as long as ImageNet-sized
-ones, 250 steps, drawn from a pool of distinct images held in memory), normalized on the GPU. With --data-parallel the model is wrapped in nn.DataParallel, as the PyTorch ImageNet
-example does when it is given no --gpu.
+ones, 250 steps, drawn from a pool of distinct images held in memory), normalized on the GPU.
+With --data-parallel the model is wrapped in nn.DataParallel, as the PyTorch ImageNet example
+does when it is given no --gpu.
 
     python3 examples/resnet_single_gpu.py
     python3 examples/resnet_single_gpu.py --data-parallel

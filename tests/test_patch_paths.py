@@ -24,6 +24,7 @@ import pytest
 
 from advisor import verify
 from advisor.patch import make_patch
+from advisor.runner._util import mirror_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT = ROOT / "tests" / "fixtures" / "scripts" / "trainer_layout"
@@ -172,7 +173,7 @@ def test_model_defined_after_the_loop_function_and_loader_kwargs_dict(tmp_path):
 
 def verify_text(root: Path, diff: str, rel: str) -> str:
     tree = root.parent / (root.name + "-tree")
-    verify.build_overlay(str(root), str(tree), [rel])
+    mirror_tree(str(root), str(tree), [rel])
     assert verify.apply_patch(diff, str(tree), {}) is None
     return (tree / rel).read_text()
 

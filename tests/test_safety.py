@@ -84,6 +84,9 @@ def test_nothing_but_the_baseline_changes_the_users_files(tmp_path, sandbox):
                             *script], cwd=proj, env=env, capture_output=True, text=True, timeout=900)
         assert r.returncode == 0, r.stderr[-3000:]
         docs[name] = json.loads((tmp_path / name / "run.json").read_text())
+        # the terminal and the report say which sandbox ran
+        assert "your files:" in r.stdout + r.stderr
+        assert 'id="sandbox"' in (tmp_path / name / "index.html").read_text()
     assert [t["name"] for t in docs["trials"]["trials"]][:2] == ["00-baseline-repeat", "01-nan-loss"]
     assert docs["verify"]["patch"]["verification"]["runs"] >= 1, docs["verify"]["patch"]["verification"]
 

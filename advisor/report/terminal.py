@@ -177,7 +177,25 @@ def print_summary(doc: dict, console: Console) -> None:
         console.print(f"[yellow]note:[/] {escape(note)}")
     for line in own_traces_lines(doc):
         console.print(escape(line))
+    line = sandbox_line(doc.get("sandbox"))
+    if line:
+        console.print(escape(line), highlight=False)
     console.print(f"report: {escape(str(doc.get('run_dir')))}/index.html")
+
+
+def sandbox_line(sb) -> str | None:
+    """Which sandbox the processes after the baseline ran in, and what it kept from the user's
+    files (docs/safety.md)."""
+    if not isinstance(sb, dict) or not isinstance(sb.get("processes"), dict):
+        return None
+    procs = [p for p in sb["processes"].values() if isinstance(p, dict)]
+    turned = sum(len(p.get("redirected") or []) for p in procs)
+    absorbed = sum(len(p.get("absorbed") or []) for p in procs)
+    kind = ("a copy-on-write view of the filesystem" if sb.get("kind") == "overlay"
+            else f"advisor's Python hooks alone ({sb.get('why') or 'no copy-on-write view here'})")
+    return (f"your files: {len(procs)} processes after the baseline ran in {kind}; {turned} of their changes "
+            f"were redirected or left undone" + (f", {absorbed} absorbed by the view" if sb.get("kind") == "overlay" else "")
+            + " (run.json sandbox)")
 
 
 def verification_line(v: dict) -> str:

@@ -125,10 +125,22 @@ def headline(doc: dict, rows: list[dict]) -> dict:
         verdict = "No fix was kept."
     else:
         verdict = "Diagnosis only: no trials ran (the findings below list the fixes to try)."
+    if doc.get("status") == "interrupted":
+        verdict = interrupted_text(doc) + (f" {verdict}" if doc.get("trials") else "")
     return {"base": base, "best": best, "after": after, "speedup": speedup, "verdict": verdict,
             "noise": noise, "threshold": threshold, "repeat": repeat, "promising": under_noise[:3], "apart": apart,
             "accepted": [r for r in rows if r["status"] == "accepted" and not r["apart"]],
             "mem_ratio": _ratio(after["peak_memory_bytes"], base["peak_memory_bytes"])}
+
+
+INTERRUPTED_DURING = {"baseline": "while the baseline ran", "trials": "during the trials",
+                      "verification": "while fixes.patch was verified"}
+
+
+def interrupted_text(doc: dict) -> str:
+    """The headline of a run Ctrl-C stopped: where, and that what had finished is shown."""
+    during = INTERRUPTED_DURING.get(str(doc.get("interrupted_during")), "")
+    return f"Interrupted (Ctrl-C){' ' + during if during else ''}: what had finished is shown."
 
 
 # --- fixes.patch ---------------------------------------------------------------------------
@@ -182,11 +194,13 @@ def patch_view(doc: dict, run_dir: Path | None) -> dict | None:
     v = p.get("verification") if isinstance(p.get("verification"), dict) else None
     verification = None
     if v:
-        from advisor.verify import shortfalls, summary_line
+        from advisor.report.terminal import verification_line
+        from advisor.verify import shortfalls
 
         # a check that did not take names what it expected and saw; "?" where run.json lacks it
         v = {**v, "checks": [{"fix": "?", "expected": "?", "observed": "?", **c} for c in v.get("checks") or []]}
-        verification = {"line": summary_line(v), "ok": v.get("status") == "verified", "short": shortfalls(v),
+        verification = {"line": verification_line(v), "ok": v.get("status") == "verified", "short": shortfalls(v),
+                        "skipped": v.get("status") == "skipped",
                         "argv": v.get("argv"), "runs": v.get("runs"),
                         "argv_changes": [c for n in p.get("notes") or [] for c in n.get("argv_changes") or []]}
     return {"file": p.get("file"), "text": text, "missing": missing, "verification": verification,

@@ -55,22 +55,14 @@ class TrialContext:
         return time.monotonic() - self.started > self.budget_s
 
 
-def quiet_interrupt(spec: dict) -> dict:
-    """A trial process's spec: stopped by advisor (Ctrl-C, a time limit), the script's
-    KeyboardInterrupt is not printed (runner/bootstrap.py); the trial's record says why."""
-    spec["quiet_interrupt"] = True
-    return spec
-
-
 def finished(child: dict) -> bool:
     """Whether a run Ctrl-C reached had measured all it was asked to first (then it is kept)."""
     return child.get("stage") == "measured" and bool((child.get("exit") or {}).get("stopped_by_advisor"))
 
 
 def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> dict:
-    return quiet_interrupt(pipeline.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
-                                               [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile,
-                                               quiet_s(ctx.lookahead)))
+    return pipeline.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
+                               [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile, quiet_s(ctx.lookahead))
 
 
 def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True,
