@@ -26,6 +26,7 @@ import sys
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
 MS_RDONLY, MS_BIND, MS_REC, MS_PRIVATE = 1, 4096, 16384, 1 << 18
 KIND_ENV, WHY_ENV, LAYERS_ENV = "ADVISOR_SANDBOX", "ADVISOR_SANDBOX_WHY", "ADVISOR_SANDBOX_LAYERS"
+SPLIT_ENV = "ADVISOR_SANDBOX_SPLIT"   # directories not overlaid whole (they hold mounts)
 UPPER_DIR = ".sandbox"     # under --root: where the memory layer is seen from inside
 FORCE_ENV = "ADVISOR_SANDBOX_FORCE"   # "python": skip the overlay (tests of the fallback)
 # Never overlaid: the kernel's views, devices (GPUs, shared memory) and sockets of services.
@@ -116,15 +117,16 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def enter(root: str, passes: list[str]) -> list[dict]:
+def enter(root: str, passes: list[str]) -> tuple[list[dict], list[str]]:
     """Make this process's view of the filesystem copy-on-write (see the module docstring);
-    returns the layers as [{"upper": path seen from inside, "target": overlaid directory}].
-    Raises OSError where the machine does not allow it."""
+    returns the layers as [{"upper": path seen from inside, "target": overlaid directory}] and
+    the directories split into their subdirectories (a new entry directly in one of those is
+    not in a layer). Raises OSError where the machine does not allow it."""
     if not sys.platform.startswith("linux"):
         raise OSError("user namespaces are Linux's")
     with open("/proc/self/mountinfo") as f:
         writable, other = mounts(f.read())
-    dirs, _split = targets(writable, other)
+    dirs, split = targets(writable, other)
     root = os.path.realpath(root)
     passes = [os.path.realpath(p) for p in passes if os.path.isdir(p)]
     # Handles on the real directories, taken before any overlay hides them.
@@ -137,7 +139,7 @@ def enter(root: str, passes: list[str]) -> list[dict]:
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
         # nothing mounted here reaches the host's namespace
         libc.c.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None)
-        return _layer(libc, dirs, root, passes)
+        return _layer(libc, dirs, root, passes), [d for d in split if d != "/"]
     except OSError:
         libc.undo()
         raise
@@ -182,11 +184,12 @@ def main(argv: list[str]) -> None:
     try:
         if env.get(FORCE_ENV) == "python":
             raise OSError(f"{FORCE_ENV}=python")
-        layers = enter(root, passes)
-        env[KIND_ENV], env[LAYERS_ENV] = "overlay", json.dumps(layers)
+        layers, split = enter(root, passes)
+        env[KIND_ENV], env[LAYERS_ENV], env[SPLIT_ENV] = "overlay", json.dumps(layers), json.dumps(split)
     except (OSError, ValueError) as e:
         env[KIND_ENV], env[WHY_ENV] = "python", f"no copy-on-write view of the filesystem ({e})"
         env.pop(LAYERS_ENV, None)
+        env.pop(SPLIT_ENV, None)
     os.execve(command[0], command, env)
 
 

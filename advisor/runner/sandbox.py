@@ -99,8 +99,9 @@ class Sandbox:
         self.why = os.environ.get("ADVISOR_SANDBOX_WHY")
         try:
             self.layers = json.loads(os.environ.get("ADVISOR_SANDBOX_LAYERS") or "[]")
+            self.split = json.loads(os.environ.get("ADVISOR_SANDBOX_SPLIT") or "[]")
         except ValueError:
-            self.layers = []
+            self.layers, self.split = [], []
 
     def allow(self, path, make: bool = False) -> None:
         """Writes under `path` go where asked (the script's own profiler traces, a fresh
@@ -204,6 +205,7 @@ class Sandbox:
         if self.why:
             out["why"] = self.why
         if self.kind == "overlay":
+            out["not_overlaid_whole"] = self.split   # a new entry directly in one: the hooks alone
             absorbed = absorbed_changes(self.layers)
             out["absorbed"], out["absorbed_total"] = absorbed[:LIST_MAX], len(absorbed)
         return out
