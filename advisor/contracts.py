@@ -17,7 +17,7 @@ SEVERITIES = ("info", "warning", "error")
 
 
 class Fix(TypedDict, total=False):
-    intervention: str | None       # the fix advisor can trial (advisor.interventions.MODULES), None: advice only
+    intervention: str | None       # the fix advisor can trial (advisor.fixes), None: advice only
     params: dict[str, Any]
     suggest_only: bool
 

@@ -164,7 +164,19 @@ def load_rules(extra_dirs: list[str] | tuple = ()) -> list[Rule]:
         if r.code in seen:
             raise ValueError(f"rule code {r.code} is defined twice ({seen[r.code]} and {r.module})")
         seen[r.code] = r.module
+        _check_fixes(r)
     return sorted(rules, key=lambda r: r.code)
+
+
+def _check_fixes(rule: Rule) -> None:
+    """A rule's FIX and AFTER name fixes of the registry (advisor.fixes): a name nothing knows
+    would never be trialled nor suggested, silently."""
+    from advisor import fixes
+
+    for name in (rule.fix, *rule.after):
+        if name is not None and not fixes.known(name):
+            raise ValueError(f"rule {rule.code} ({rule.module}) names fix {name!r}, which advisor does not "
+                             f"know; known: {', '.join(fixes.names('fix', 'suggestion'))}")
 
 
 def _missing_need(rule: Rule, ctx: RuleContext) -> str | None:

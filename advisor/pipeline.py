@@ -99,8 +99,11 @@ def sandbox(spec: dict, run_dir: Path | str, workdir: str = "tree") -> dict:
 
 
 def launch_nproc(interventions: list[dict], default: int = 1) -> int:
-    """The processes a run of these fixes launches: the ddp fix's, else the run's own."""
-    n = [int((i.get("params") or {}).get("nproc") or 2) for i in interventions or [] if i.get("name") == "ddp"]
+    """The processes a run of these fixes launches (Fix.processes: ddp's), else the run's own."""
+    from advisor import fixes
+
+    n = [fixes.get(i["name"]).processes(i.get("params") or {}) for i in interventions or [] if fixes.known(i.get("name"))]
+    n = [k for k in n if k]
     return max(n) if n else default
 
 

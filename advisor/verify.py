@@ -21,7 +21,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from advisor import interventions, measure, pipeline
+from advisor import (
+    fixes as registry,  # the parameter `fixes` below is the kept ones
+    measure,
+    pipeline,
+)
+from advisor.fixes.base import NOT_CHECKED, FixSpec
 from advisor.runner._util import mirror_tree
 
 NAME = "verify-plain-python"
@@ -72,62 +77,13 @@ def argv_with_changes(argv: list[str], notes: list[dict]) -> list[str]:
 
 # ----------------------------------------------------------------------------- checks
 
-def _value(config: dict, key: str) -> dict:
-    v = (config.get(key) or {}).get("value")
-    return v if isinstance(v, dict) else {}
-
-
 def _check(fix: dict, config: dict, base: dict) -> tuple[bool | None, str, str]:
-    """(took effect?, expected, observed) for one kept fix, from the verification run's config;
-    None where the run cannot show it."""
-    name, p = fix.get("intervention"), fix.get("params") or {}
-    loader, trained = _value(config, "dataloader"), _value(config, "trained_weights")
-    if name == "channels-last":
-        fmt = trained.get("conv_memory_format") or _value(config, "parameters").get("conv_memory_format")
-        return (None if fmt is None else fmt == "channels_last"), "weights in channels_last", f"weights {fmt}"
-    if name == "amp":
-        ac = _value(config, "autocast")
-        want = p.get("dtype") or "bfloat16"
-        ok = bool(ac.get("enabled")) and ac.get("dtype") == want
-        return ok, f"autocast {want}", f"autocast {ac.get('dtype')}" if ac.get("enabled") else "no autocast"
-    if name == "torch-compile":
-        graphs = trained.get("compiled_graphs")
-        return (None if graphs is None else graphs > 0), "torch.compile graphs", f"{graphs} compiled graphs"
-    if name == "dataloader-workers":
-        want = p.get("num_workers")
-        got = loader.get("num_workers")
-        return (None if want is None or got is None else got >= int(want)), f"num_workers={want}", f"num_workers={got}"
-    if name == "pin-memory":
-        got = loader.get("pin_memory")
-        return (None if got is None else bool(got)), "pin_memory=True", f"pin_memory={got}"
-    if name == "preload-dataset":
-        got = loader.get("dataset_type")
-        return (None if got is None else got == "_PreloadedOnDevice"), "dataset _PreloadedOnDevice", f"dataset {got}"
-    if name == "ddp":
-        got = _value(config, "data_parallel").get("class")
-        return got == "DistributedDataParallel", "the model in DistributedDataParallel", f"model wrapper {got}"
-    if name == "dali":
-        got = int(_value(config, "dali").get("iterators") or 0)   # absent: DALI never imported
-        return got > 0, "batches from a DALI iterator", f"{got} DALI iterators"
-    if name == "precompute-samples":
-        got = loader.get("dataset_type")
-        return (None if got is None else got == "list"), "dataset a list of samples", f"dataset {got}"
-    if name == "set-to-none":
-        got = _value(config, "zero_grad").get("set_to_none")
-        return (None if got is None else bool(got)), "zero_grad(set_to_none=True)", f"set_to_none={got}"
-    if name == "fused-optimizer":
-        opt = _value(config, "optimizer")
-        ok = bool(opt.get("fused")) or bool(opt.get("foreach"))
-        return (ok if opt else None), "fused (or foreach) optimizer", f"fused={opt.get('fused')}, foreach={opt.get('foreach')}"
-    if name in ("cudnn-benchmark", "tf32"):
-        key = "cudnn.benchmark" if name == "cudnn-benchmark" else "tf32.matmul"
-        got = (config.get(key) or {}).get("value")
-        return (None if got is None else bool(got)), f"{key} = True", f"{key} = {got}"
-    if name == "batch-size":
-        want = (base.get("batch_size") or 0) * int(p.get("factor", 2))
-        got = loader.get("batch_size")
-        return (None if got is None or not want else got == want), f"batch size {want}", f"batch size {got}"
-    return None, "", "not checked in the run's observations"
+    """(took effect?, expected, observed) for one kept fix, from the verification run's config
+    (its Fix.check); None where the run cannot show it."""
+    name = fix.get("intervention")
+    if not registry.known(name):
+        return NOT_CHECKED
+    return registry.get(name).check(config, fix.get("params") or {}, base)
 
 
 def checks(fixes: list[dict], notes: list[dict], config: dict, base: dict) -> list[dict]:
@@ -167,7 +123,8 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         return {**out, "status": "not applied", "error": error}
     patched = str(tree / os.path.basename(script))
     runs: list[dict] = []
-    batch_changes = any(f.get("intervention") in interventions.BATCH_CHANGING for f in fixes)
+    kept = [FixSpec.of(f) for f in fixes]
+    batch_changes = any(registry.trait(f.name, "changes_batch") for f in kept)
     for attempt in range(2):
         spec = pipeline.trial_spec(patched, out["argv"], run_dir, opts, NAME, [], profile=False)
         spec["run_dir"] = str(Path(run_dir) / "verify" / f"run-{attempt + 1}")   # not a trial's
@@ -175,8 +132,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         if os.path.realpath(spec["cwd"]) == root:   # it starts in the patched tree, not the user's
             spec["workdir"] = str(tree)
         # the patched script of a ddp fix runs as torchrun runs it (the report gives the command)
-        spec["nproc_per_node"] = pipeline.launch_nproc([{"name": f.get("intervention"), "params": f.get("params")}
-                                                        for f in fixes], opts.nproc_per_node)
+        spec["nproc_per_node"] = pipeline.launch_nproc([f.as_spec() for f in kept], opts.nproc_per_node)
         if progress:
             progress("verifying fixes.patch as plain python" + (" (again)" if attempt else ""))
         child = run_child(spec, timeout=timeout, step_timeout=opts.step_timeout, stdout_to_stderr=stdout_to_stderr,

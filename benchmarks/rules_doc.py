@@ -24,9 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from advisor import fixes  # noqa: E402
 from advisor.engine import DOC_SECTIONS, NEEDS_REASONS, load_rules  # noqa: E402
-from advisor.trials.apart import NAMES as MEASURED_APART  # noqa: E402
-from advisor.trials.candidates import SUGGEST_ONLY  # noqa: E402
 
 OUT = REPO / "docs" / "rules.md"
 HEADER = re.compile(r"^(?:#+\s*)?(What it does|Why is this bad|Example|Fix safety|Fix)\s*:?\s*$")
@@ -98,9 +97,9 @@ def fix_kind(fix: str | None) -> str:
     """The fix a rule names, and what advisor does with it."""
     if not fix:
         return "no fix named: the remedy depends on the cause"
-    if fix in SUGGEST_ONLY:
+    if fixes.trait(fix, "kind", "suggestion") == "suggestion":
         return f"fix `{fix}`, suggested only (advisor cannot apply it at run time)"
-    if fix in MEASURED_APART:
+    if fixes.trait(fix, "apart"):
         return f"fix `{fix}`, measured apart from the ladder and never put in the patch"
     return f"fix `{fix}`, trialled on the script"
 
@@ -155,8 +154,9 @@ def render() -> str:
     ]
     for r in rules:
         anchor = f"{r.code}-{r.name}".lower()
-        how = "–" if not r.fix else "suggested" if r.fix in SUGGEST_ONLY else \
-            "measured apart" if r.fix in MEASURED_APART else "trialled"
+        kind = fixes.trait(r.fix, "kind", "suggestion")
+        how = "–" if not r.fix else "suggested" if kind == "suggestion" else \
+            "measured apart" if fixes.trait(r.fix, "apart") else "trialled"
         head.append(f"| [{r.code}](#{anchor}) | {r.name} | {r.severity} | {f'`{r.fix}`' if r.fix else '–'} | {how} |")
     body = [rule_section(r) for r in rules]
     return "\n".join(head) + "\n\n" + "\n".join(body).rstrip("\n") + "\n"

@@ -6,6 +6,10 @@ from __future__ import annotations
 import pytest
 from test_runner_support import run_advised, write
 
+# The first step's deadline: a guard against a hang, not a bound. torch.compile on a busy 2-core
+# CPU has taken over 30 s (run_advised's default) to reach it.
+STEP_GUARD = 240
+
 SCRIPT = """
     import torch
     torch.manual_seed(0)
@@ -28,8 +32,8 @@ SCRIPT = """
 def _observed(capfd, tmp_path, fixes: list[dict]) -> set[tuple[str, str]]:
     script = write(tmp_path / "train.py", SCRIPT)
     res, out, err, _ = run_advised(capfd, script, ["train.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
-                                   warmup_steps=3, profile_steps=0, measure_steps=3, measure_min_s=0,
-                                   interventions=fixes)
+                                   step_timeout=STEP_GUARD, warmup_steps=3, profile_steps=0, measure_steps=3,
+                                   measure_min_s=0, interventions=fixes)
     assert res["status"] == "complete", (res["incomplete_reasons"], err[-2000:])
     assert len(res["interventions_applied"]) == len(fixes)
     return {tuple(line.split()[1:]) for line in out.splitlines() if line.startswith("observed ")}
@@ -74,7 +78,7 @@ def test_the_runner_and_the_fixes_break_no_compiled_graph(capfd, tmp_path):
     """)
     compiled = {"name": "torch-compile", "params": {"mode": "default"}}
     res, out, err, _ = run_advised(capfd, script, ["train.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
-                                   warmup_steps=5, profile_steps=0, measure_steps=2, measure_min_s=0,
+                                   step_timeout=STEP_GUARD, warmup_steps=5, profile_steps=0, measure_steps=2, measure_min_s=0,
                                    interventions=[compiled, AMP, CL])
     assert res["status"] == "complete", (res["incomplete_reasons"], err[-2000:])
     assert "breaks 0 graphs 1" in out, out[-2000:]
@@ -103,7 +107,7 @@ def test_the_model_runs_compiled_from_its_first_call(capfd, tmp_path):
     cost 18-21 s of each compiled trial's warm-up). The loss module is not compiled."""
     script = write(tmp_path / "train.py", FIRST_CALL)
     res, out, err, _ = run_advised(capfd, script, ["train.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
-                                   warmup_steps=3, profile_steps=0, measure_steps=3, measure_min_s=0,
+                                   step_timeout=STEP_GUARD, warmup_steps=3, profile_steps=0, measure_steps=3, measure_min_s=0,
                                    interventions=[{"name": "torch-compile", "params": {"mode": "default"}}])
     assert res["status"] == "complete", (res["incomplete_reasons"], err[-2000:])
     firsts = [line.split()[1:] for line in out.splitlines() if line.startswith("grad_fn ")]
@@ -166,7 +170,7 @@ def test_cuda_graph_compile_sets_gradients_to_none(capfd, tmp_path):
     """)
     fix = {"name": "torch-compile", "params": {"mode": "reduce-overhead"}}
     res, out, err, _ = run_advised(capfd, script, ["train.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
-                                   warmup_steps=2, profile_steps=0, measure_steps=2, measure_min_s=0,
+                                   step_timeout=STEP_GUARD, warmup_steps=2, profile_steps=0, measure_steps=2, measure_min_s=0,
                                    interventions=[fix])
     assert res["status"] == "complete", (res["incomplete_reasons"], err[-2000:])
     assert res["interventions_applied"] == ["torch.compile(model, mode='reduce-overhead') with zero_grad(set_to_none=True)"]

@@ -128,7 +128,7 @@ def _progress(stage: str, step: int | None, info: dict | None = None) -> None:
 
 
 def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> int:
-    from advisor import interventions
+    from advisor import fixes, interventions
     from advisor.runner import stdin
     from advisor.runner.parent import validate_script
 
@@ -138,9 +138,9 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         return _fail(problem)
     ns.fix_names = set(ns.fix.split(",")) if ns.fix else None
     if ns.fix_names:
-        unknown = sorted(ns.fix_names - set(interventions.MODULES))
+        unknown = sorted(ns.fix_names - set(fixes.names()))
         if unknown:
-            return _fail(f"--fix: no fix named {', '.join(unknown)}; known: {', '.join(sorted(interventions.MODULES))}", 2)
+            return _fail(f"--fix: no fix named {', '.join(unknown)}; known: {', '.join(fixes.names())}", 2)
     try:
         ns.applied = interventions.parse_specs(ns.apply) if ns.apply else []
     except ValueError as exc:

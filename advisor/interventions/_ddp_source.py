@@ -7,6 +7,7 @@ def _ddp_start():
     """Under torchrun: this process's GPU as the current device ("cuda" is that GPU), and the
     process group started (added by advisor's ddp fix: torchrun --nproc-per-node N this
     script). Plain python: one process, as before."""
+    import atexit
     import os
 
     import torch
@@ -17,6 +18,8 @@ def _ddp_start():
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    # a rank that exits with its group alive can abort in the backend's teardown
+    atexit.register(lambda: dist.is_initialized() and dist.destroy_process_group())
 '''.strip() + "\n"
 
 MODEL = '''

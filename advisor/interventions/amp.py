@@ -12,7 +12,6 @@ import torch
 from advisor.interventions._patch import accelerator, before_backward, outermost_forward
 
 NAME = "amp"
-CHANGES_NUMERICS = True
 
 
 def _dtype(params) -> torch.dtype:

@@ -7,7 +7,6 @@ import torch
 from advisor.interventions._patch import wrap
 
 NAME = "batch-size"
-CHANGES_NUMERICS = True
 
 
 def describe(params) -> str:

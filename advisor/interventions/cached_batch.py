@@ -17,7 +17,6 @@ from advisor.interventions._patch import accelerator, served_in_process, wrap
 from advisor.interventions.preload import _map
 
 NAME = "cached-batch"
-CHANGES_NUMERICS = True  # one batch over and over: the loss falls faster than the script's
 # A bound, never a fix for the user's code: advisor.patch has no editor for it.
 
 

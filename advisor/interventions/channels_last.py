@@ -12,7 +12,6 @@ import torch
 from advisor.interventions._patch import outermost_forward
 
 NAME = "channels-last"
-CHANGES_NUMERICS = False
 
 
 def describe(params) -> str:

@@ -20,7 +20,6 @@ from advisor.interventions import set_to_none
 from advisor.interventions._patch import in_loading
 
 NAME = "torch-compile"
-CHANGES_NUMERICS = False
 
 
 def describe(params) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 NAME = "cudnn-benchmark"
-CHANGES_NUMERICS = False
 
 
 def describe(params) -> str:

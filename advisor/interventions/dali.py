@@ -23,7 +23,6 @@ from advisor.interventions._patch import making_batches, not_applied, served_in_
 NAME = "dali"
 # The same transforms, drawn from DALI's random streams instead of torch's, and decoded and
 # resized by nvJPEG and DALI's kernels instead of PIL: close, not bit-identical, batches.
-CHANGES_NUMERICS = True
 
 
 def describe(params) -> str:

@@ -13,7 +13,6 @@ import torch
 from advisor.interventions._patch import wrap
 
 NAME = "dataloader-workers"
-CHANGES_NUMERICS = False
 
 
 def describe(params) -> str:

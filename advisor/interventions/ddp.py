@@ -34,7 +34,6 @@ from advisor.runner import ranks
 
 NAME = "ddp"
 # The same global batch, but its shards' BatchNorm statistics and the sample order change.
-CHANGES_NUMERICS = True
 _fns: dict = {}
 
 

@@ -27,7 +27,6 @@ from advisor.interventions._patch import wrap
 from advisor.runner._util import ADVISOR_DIR, SiteFinder
 
 NAME = "defer-syncs"
-CHANGES_NUMERICS = False
 _ADVISOR = ADVISOR_DIR + os.sep
 _KINDS = {torch.float16, torch.bfloat16, torch.float32, torch.float64,
           torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}

@@ -9,7 +9,6 @@ import torch
 from advisor.interventions._patch import wrap
 
 NAME = "fused-optimizer"
-CHANGES_NUMERICS = False
 
 
 def describe(params) -> str:

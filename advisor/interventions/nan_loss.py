@@ -11,7 +11,6 @@ import torch
 from advisor.interventions._patch import wrap
 
 NAME = "nan-loss"
-CHANGES_NUMERICS = True
 
 
 def describe(params) -> str:

@@ -20,7 +20,6 @@ import torch
 from advisor.interventions._patch import making_batches, not_applied, wrap
 
 NAME = "precompute-samples"
-CHANGES_NUMERICS = False
 MAX_BYTES = 4 << 30
 MAX_SECONDS = 60.0
 PROBES = 8

@@ -29,7 +29,6 @@ from advisor.interventions._patch import accelerator, making_batches, not_applie
 from advisor.interventions.epoch_ahead import Speculation, moved
 
 NAME = "preload-dataset"
-CHANGES_NUMERICS = False
 MAX_BYTES = 4 << 30
 DEVICE_SHARE = 0.25   # of the free device memory: the model, activations and optimizer come first
 SPECULATE = True      # compute the next epoch's permutation ahead (off: benchmarks/epoch_start.py)

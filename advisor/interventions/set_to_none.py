@@ -7,7 +7,6 @@ import torch
 from advisor.interventions._patch import wrap
 
 NAME = "set-to-none"
-CHANGES_NUMERICS = False
 
 
 def describe(params) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 NAME = "tf32"
-CHANGES_NUMERICS = True
 
 
 def describe(params) -> str:

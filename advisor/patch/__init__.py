@@ -22,43 +22,14 @@ reported, never raised.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+
+from advisor import fixes as registry  # make_patch's `fixes` is the list to place
 
 from . import frameworks
 from .core import PatchContext, SkipFix
-from .dali_fix import dali
-from .ddp_fix import ddp
-from .flag_fixes import cudnn_benchmark, fused_optimizer, set_to_none, tf32
-from .loader_fixes import (
-    LR_COMMENT,
-    batch_size,
-    dataloader,
-    precompute_samples,
-    preload_dataset,
-)
-from .model_fixes import amp, channels_last, torch_compile
-from .sync_fixes import defer_syncs
+from .loader_fixes import LR_COMMENT
 
 __all__ = ["LR_COMMENT", "make_patch", "patch_for"]
-
-# intervention name → its editor: (context, fix, fix's params) → note; raises SkipFix when it cannot be placed
-_EDITORS: dict[str, Callable[[PatchContext, dict, dict], dict]] = {
-    "set-to-none": set_to_none,
-    "fused-optimizer": fused_optimizer,
-    "cudnn-benchmark": cudnn_benchmark,
-    "tf32": tf32,
-    "dataloader-workers": dataloader,
-    "pin-memory": dataloader,
-    "precompute-samples": precompute_samples,
-    "preload-dataset": preload_dataset,
-    "dali": dali,
-    "ddp": ddp,
-    "batch-size": batch_size,
-    "channels-last": channels_last,
-    "amp": amp,
-    "torch-compile": torch_compile,
-    "defer-syncs": defer_syncs,
-}
 
 
 def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | None = None,
@@ -84,8 +55,7 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
     for fix in _with_required(list(fixes or []), ctx.config):
         fix = fix or {}
         name = fix.get("intervention")
-        editor = _EDITORS.get(name)
-        if editor is None:
+        if not registry.known(name):
             notes.append({"intervention": name, "applied": False,
                           "reason": f"advisor has no source edit for {name!r}"})
             continue
@@ -93,8 +63,8 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
         try:
             params = dict(fix.get("params") or {})
             note = frameworks.edit(ctx, fix, params, framework) if framework else None
-            if note is None:    # not a framework-level fix: the generic editor
-                note = editor(ctx, fix, params)
+            if note is None:    # not a framework-level fix: the fix's own edit
+                note = registry.get(name).edit(ctx, fix, params)
         except Exception as e:  # noqa: BLE001 - a bad site must not take the whole patch down
             del ctx.edits[mark:]    # a fix that is not placed leaves no edit behind
             ctx.text_edits = text_mark
@@ -111,17 +81,13 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
     return diff, notes
 
 
-# A fix whose edit takes another's place at the same call: the preloaded dataset's DataLoader
-# is written with num_workers=0, pin_memory=False, whatever the loader fixes kept before it.
-SUPERSEDES = {"preload-dataset": ("dataloader-workers", "pin-memory")}
-
-
 def _mark_superseded(notes: list[dict]) -> None:
-    """A kept fix whose arguments a later edit replaced says so: its note listed num_workers=8
-    while the diff (preload-dataset) wrote num_workers=0."""
+    """A kept fix whose arguments a later edit replaced at the same call says so (Fix.supersedes):
+    its note listed num_workers=8 while the diff (preload-dataset) wrote num_workers=0."""
     placed = {n.get("intervention") for n in notes if n.get("applied")}
     for n in notes:
-        by = next((k for k, v in SUPERSEDES.items() if n.get("intervention") in v and k in placed), None)
+        by = next((k for k in sorted(placed) if n.get("intervention") in registry.trait(k, "supersedes", ())),
+                  None)
         if by and n.get("applied"):
             n["superseded_by"] = by
             text = f"superseded by {by}: its DataLoader arguments are not in the diff, only its non_blocking copies"
@@ -130,21 +96,14 @@ def _mark_superseded(notes: list[dict]) -> None:
 
 patch_for = make_patch
 
-CUDA_GRAPHS_GRADS = ("CUDA graphs (torch.compile mode=\"reduce-overhead\") need gradients set to None "
-                     "between steps: kept with set_to_none=False, backward reads a gradient the next "
-                     "replay has overwritten, and the step fails")
-
-
 def _with_required(fixes: list[dict], config: dict) -> list[dict]:
-    """Edits another edit needs as code. At run time advisor compiles the model at its first
-    call, after an eager step, so the gradients are plain tensors the graphs only add into;
-    the edited script compiles it from the start, and with zero_grad(set_to_none=False) its
-    gradients would be CUDA graph outputs, overwritten by the next replay."""
+    """The fixes, and the edits their edits need as code (Fix.requires), each with the fix that
+    required it and why."""
     names = {(f or {}).get("intervention") for f in fixes}
-    graphs = any((f or {}).get("intervention") == "torch-compile"
-                 and ((f or {}).get("params") or {}).get("mode") == "reduce-overhead" for f in fixes)
-    zero_grad = (config.get("zero_grad") or {}).get("value") or {}
-    if graphs and "set-to-none" not in names and zero_grad.get("set_to_none") is False:
-        fixes.append({"intervention": "set-to-none", "params": {}, "required_by": "torch-compile",
-                      "reason": CUDA_GRAPHS_GRADS})
+    for f in list(fixes):
+        name = (f or {}).get("intervention")
+        if registry.known(name):
+            for need in registry.get(name).requires((f or {}).get("params") or {}, config, names):
+                fixes.append({**need, "required_by": name})
+                names.add(need["intervention"])
     return fixes

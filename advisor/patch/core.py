@@ -28,13 +28,13 @@ class SkipFix(Exception):
     """The fix cannot be placed; the message is the note's reason."""
 
 
-# Where a fix's own "where" (from the rule) may stand in for a config site the child did not record.
-FIX_WHERE_KEY = {
-    "set-to-none": "zero_grad", "fused-optimizer": "optimizer", "cudnn-benchmark": "cudnn.benchmark",
-    "dataloader-workers": "dataloader", "pin-memory": "dataloader", "batch-size": "dataloader",
-    "precompute-samples": "dataloader", "preload-dataset": "dataloader", "dali": "dataloader",
-    "channels-last": "input", "torch-compile": "parameters",
-}
+def where_key(fix: dict) -> str | None:
+    """The config key whose call site the fix's own "where" (from its rule) may stand in for,
+    when the child did not record one (Fix.where_key)."""
+    from advisor import fixes
+
+    name = fix.get("intervention")
+    return fixes.get(name).where_key if fixes.known(name) else None
 
 # Order of statements inserted at one anchor.
 PRIO_IMPORT, PRIO_CUDNN, PRIO_TF32, PRIO_CHANNELS_LAST, PRIO_COMPILE, PRIO_INPUT = 0, 10, 20, 30, 40, 50
@@ -196,7 +196,7 @@ class PatchContext:
         """The (file, line) of a config site, or None / SkipFix when it was not observed."""
         item = self.config.get(key)
         where = item.get("where") if isinstance(item, dict) else None
-        if not where and FIX_WHERE_KEY.get(fix.get("intervention")) == key:
+        if not where and where_key(fix) == key:
             where = fix.get("where")
         if not where:
             if required:

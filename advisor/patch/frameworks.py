@@ -19,25 +19,24 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from advisor import fixes as registry
+
 from . import knobs
 from .call_args import (
     code_of,
     dotted_name,
     find_arg,
     has_double_star,
-    last_name,
     set_args,
 )
 from .core import (
-    FIX_WHERE_KEY,
-    PRIO_CHANNELS_LAST,
-    PRIO_TF32,
     PatchContext,
     SkipFix,
     SourceFile,
     add_warning,
     applied,
     location,
+    where_key,
 )
 
 # A site under one of these directories is the framework's own code. accelerate runs under the
@@ -242,44 +241,17 @@ def _hf_has(field: str) -> bool:
 
 def _user_site(ctx: PatchContext, fix: dict) -> bool:
     """Whether the fix's own site (the DataLoader, the optimizer) was observed in the user's code."""
-    where = (ctx.config.get(FIX_WHERE_KEY.get(fix.get("intervention"), "")) or {}).get("where")
+    where = (ctx.config.get(where_key(fix) or "") or {}).get("where")
     return bool(where) and _in_framework(ctx, where) is False
 
 
 def _transformers(ctx: PatchContext, fix: dict, p: dict, calls: list[_Call]) -> dict | None:
-    name, extra = fix.get("intervention"), {}
-    if name == "set-to-none":
-        raise SkipFix("the Trainer already zeroes gradients with set_to_none")
-    if name in ("dataloader-workers", "pin-memory", "fused-optimizer") and _user_site(ctx, fix):
-        return None    # the user's own DataLoader or optimizer (passed to the Trainer): the generic editor
-    if name == "amp":
-        on, off = ("fp16", "bf16") if p.get("dtype") == "float16" else ("bf16", "fp16")
-        items = [(on, "True")]
-        if any(find_arg(c.call, off) and not _same(find_arg(c.call, off)[1].value, "False") for c in calls):
-            items.append((off, "False"))   # TrainingArguments refuses fp16 and bf16 both True
-        extra["changes_numerics"] = True
-    elif name == "torch-compile":
-        items = [("torch_compile", "True")] + ([("torch_compile_mode", f'"{p["mode"]}"')]
-                                               if p.get("mode") not in (None, "default") else [])
-    elif name == "tf32":
-        items = [("tf32", "True")]
-    elif name in ("dataloader-workers", "pin-memory"):
-        items = []
-        if name == "dataloader-workers":
-            workers = int(p.get("num_workers") or max(2, min(8, os.cpu_count() or 2)))
-            items.append(("dataloader_num_workers", str(workers)))
-            if workers > 0 and _hf_has("dataloader_persistent_workers"):
-                items.append(("dataloader_persistent_workers", "True"))
-        if name == "pin-memory" or p.get("pin_memory"):
-            items.append(("dataloader_pin_memory", "True"))
-    elif name == "fused-optimizer":
-        cls = ((ctx.config.get("optimizer") or {}).get("value") or {}).get("class")
-        if cls and cls != "AdamW":
-            raise SkipFix(f"the Trainer's optimizer is torch.optim.{cls}: TrainingArguments(optim=...) "
-                          "has a fused choice for AdamW only")
-        items = [("optim", '"adamw_torch_fused"')]
-    else:
-        return None    # cudnn-benchmark, channels-last, ...: the generic module-level edits work
+    """A fix as TrainingArguments(...) items (Fix.transformers_args); None: not an argument of
+    the Trainer's (its generic edit works)."""
+    got = registry.get(fix.get("intervention")).transformers_args(ctx, fix, p, calls)
+    if got is None:
+        return None
+    items, extra = got
     args, parsers = ([c for c in calls if c.kind == k] for k in ("args", "parser"))
     if not args and parsers:
         return _from_parser(ctx, parsers[0], items, extra)
@@ -314,44 +286,9 @@ def _fit(ctx: PatchContext, trainers: list[_Call], what: str) -> tuple[SourceFil
 
 
 def _lightning(ctx: PatchContext, fix: dict, p: dict, calls: list[_Call]) -> dict | None:
-    name = fix.get("intervention")
+    """A fix as Lightning writes it (Fix.lightning_edit); None: the user's own code (generic)."""
     trainers = [c for c in calls if c.kind == "trainer"]
-    if name == "amp":
-        half, old = p.get("dtype") == "float16", _lightning_major() < 2
-        value = ("16" if old else '"16-mixed"') if half else ('"bf16"' if old else '"bf16-mixed"')
-        return _on_calls(trainers, ctx, [("precision", value)], "Trainer", changes_numerics=True)
-    if name == "cudnn-benchmark":
-        return _on_calls(trainers, ctx, [("benchmark", "True")], "Trainer")
-    if name == "channels-last":
-        f, stmt, _call, arg = _fit(ctx, trainers, "model.to(memory_format=torch.channels_last)")
-        code = f"{arg.value.value} = {arg.value.value}.to(memory_format=torch.channels_last)"
-        ctx.insert(f, stmt, code, after=False, prio=PRIO_CHANNELS_LAST)
-        return applied(location(f, f.line_of(stmt)), [f"{code} before {location(f, f.line_of(stmt))}"])
-    if name == "torch-compile":
-        # torch.compile(model) handed to fit, not model.compile(): Lightning unwraps it (from_compiled)
-        # and compiles the module's forward AND its training_step, so a training_step calling
-        # self.net(x) is compiled too (Module.compile only compiles model(...), which Lightning never
-        # calls). The user's name stays bound to the LightningModule; checkpoints keep their keys.
-        f, stmt, call, arg = _fit(ctx, trainers, "torch.compile(model)")
-        mode = p.get("mode") if p.get("mode") not in (None, "default") else None
-        code = f'torch.compile({arg.value.value}, mode="{mode}")' if mode else f"torch.compile({arg.value.value})"
-        ctx.on_node(f, arg.value, lambda _n: cst.parse_expression(code))
-        ctx.need_torch(f)
-        return applied(location(f, f.line_of(call)), [f"fit({code}, ...) at {location(f, f.line_of(call))}"])
-    if name == "tf32":
-        if not trainers:
-            raise SkipFix("no Trainer(...) call that ran was found in the user's files")
-        f = trainers[0].file
-        for call, line, _ in f.calls:
-            arg = call.args[0].value if last_name(call.func) == "set_float32_matmul_precision" and call.args else None
-            if isinstance(arg, cst.SimpleString):
-                if arg.evaluated_value != "highest":
-                    raise SkipFix(f"{location(f, line)} already sets the float32 matmul precision")
-                ctx.on_node(f, arg, lambda _n: cst.parse_expression('"high"'))   # "highest" turns TF32 off
-                return applied(location(f, line), ['set_float32_matmul_precision("high")'])
-        code = 'torch.set_float32_matmul_precision("high")'
-        return applied(location(f, f.line_of(ctx.after_imports(f, code, PRIO_TF32))), [code + " after the imports"])
-    return None        # fused-optimizer, DataLoader fixes, set-to-none: the user's own code (generic editors)
+    return registry.get(fix.get("intervention")).lightning_edit(ctx, fix, p, trainers)
 
 
 def edit(ctx: PatchContext, fix: dict, params: dict, framework: str | None = None) -> dict | None:

@@ -81,7 +81,7 @@ class Reporting:
             "step_counts": self.micro_rows,
             "step_source": self.step_source,
             "trace_files": list(self.trace_files),
-            "config": obs.config_doc(self.micro_rows) if obs else dict(self.config),
+            "config": {**(obs.config_doc(self.micro_rows) if obs else dict(self.config)), **fixes_observed()},
             "environment": obs.environment() if obs else {},
             "memory": obs.memory() if obs else {},
             "notes": list(self.notes),
@@ -104,3 +104,15 @@ class Reporting:
             doc = {"stage": self.stage, "steps_seen": self.steps_seen, "notes": self.notes,
                    "exit": self.exit}
         write_json_atomic(os.path.join(self.run_dir, "child.json"), doc)
+
+
+def fixes_observed() -> dict:
+    """Each fix's own observation of the run (Fix.observe), as config ``fix.<name>``."""
+    from advisor import fixes
+
+    out = {}
+    for fix in fixes.all_fixes():
+        seen = fix.observe()
+        if seen is not None:
+            out[f"fix.{fix.name}"] = {"value": seen, "where": None}
+    return out

@@ -4,12 +4,10 @@ final stack and is judged against it (not the baseline), and the report shows it
 
 from __future__ import annotations
 
-from advisor import interventions, measure
+from advisor import fixes, measure
 from advisor.trials.candidates import Candidate
 from advisor.trials.state import After
 from advisor.trials.verdicts import judge
-
-NAMES = {"batch-size"}
 
 
 def name(cand: Candidate) -> str:
@@ -38,7 +36,7 @@ def measure_all(after: After, cands: list[Candidate]) -> list[dict]:
 
 def _measure(after: After, cand: Candidate, guesses: list) -> dict:
     """A batch-size trial on top of the kept fixes, judged against them (not the baseline)."""
-    mod = interventions.get(cand.name)
+    mod = fixes.get(cand.name)
     why = mod.not_applicable(after.base.get("config") or {}, after.environment, cand.params)
     trial = name(cand)
     if why:
@@ -59,10 +57,14 @@ def _measure(after: After, cand: Candidate, guesses: list) -> dict:
 
 
 def _per_process(rec: dict, after: After) -> None:
-    """On top of a kept (or --apply'd) ddp the batch is split over its processes: say what each
-    one takes (x2 over 2 processes gives each the script's own batch back)."""
-    ddp = [p.params for c in after.stack for p in c.parts if p.name == "ddp"] + \
-        [a.get("params") or {} for a in after.applied if a.get("name") == "ddp"]
-    if ddp and rec.get("batch_size"):
-        n = max(2, int(ddp[0].get("nproc") or 2))
-        rec["description"] += f"; over the {n} ddp processes: {rec['batch_size']} a process, {rec['batch_size'] * n} a step"
+    """On top of a kept (or --apply'd) fix that launches a process per GPU (ddp) the batch is
+    split over its processes: say what each one takes (x2 over 2 processes gives each the
+    script's own batch back)."""
+    launched = [(p.name, fixes.get(p.name).processes(p.params)) for c in after.stack for p in c.parts
+                if fixes.known(p.name)] + \
+        [(a.get("name"), fixes.get(a["name"]).processes(a.get("params") or {})) for a in after.applied
+         if fixes.known(a.get("name"))]
+    launched = [(name, n) for name, n in launched if n]
+    if launched and rec.get("batch_size"):
+        name, n = launched[0][0], max(2, launched[0][1])
+        rec["description"] += f"; over the {n} {name} processes: {rec['batch_size']} a process, {rec['batch_size'] * n} a step"

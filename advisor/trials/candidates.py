@@ -3,19 +3,9 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
-from advisor import interventions
-
-# Fixes a rule may name that advisor cannot apply at run time: shown as suggestions.
-SUGGEST_ONLY = {"uint8-inputs", "expandable-segments", "grad-scaler",
-                "overlap-communication", "cuda-graphs", None}
-
-
-# Interventions that measure a bound or a reference, not a fix: never a rung of the ladder
-# (advisor.trials.ceiling, advisor.trials.scaling).
-BOUNDS = {"cached-batch", "one-gpu"}
+from advisor import fixes
 
 
 @dataclass
@@ -51,49 +41,21 @@ class Candidate:
 
 
 def expand(fix: dict, origin: str | None, gain: float | None, environment: dict) -> list[Candidate]:
-    """One finding's fix → the concrete trials that test it."""
+    """One finding's fix → the concrete trials that test it (its Fix.candidates); none for a
+    suggestion, a name advisor does not know, or a proposal marked suggest_only."""
     name = fix.get("intervention")
-    if name in SUGGEST_ONLY or fix.get("suggest_only") or name not in interventions.MODULES:
+    if fix.get("suggest_only") or not fixes.known(name) or fixes.get(name).kind == "suggestion":
         return []
     params = {k: v for k, v in (fix.get("params") or {}).items() if v is not None}
-    if name == "dataloader-workers":
-        cpus = int(environment.get("cpu_count") or os.cpu_count() or 2)
-        # A few values, not a sweep: each trial is a fresh process. Half the cores and all
-        # of them (up to 8: beyond that workers mostly contend for the same memory bandwidth).
-        values = sorted({max(2, min(8, cpus) // 2), max(2, min(8, cpus))})
-        if params.get("num_workers"):  # a rule's own count (ADV118: twice the workers, random transforms)
-            values = [int(params["num_workers"])]
-        pin = bool(environment.get("gpu_count"))
-        return [Candidate(name, {"num_workers": v, "pin_memory": pin}, origin, gain, group="dataloader-workers")
-                for v in values]
-    if name == "ddp":   # one process per GPU: every GPU the machine has (2 at least)
-        n = int(params.get("nproc") or max(2, int(environment.get("gpu_count") or 0)))
-        return [Candidate(name, {"nproc": n}, origin, gain)]
-    if name == "pin-memory":
-        return [Candidate("pin-memory", {"pin_memory": True}, origin, gain)]
-    if name == "batch-size":
-        return [Candidate(name, {"factor": f}, origin, gain, group="batch-size") for f in (2, 4)]
-    if name == "preload-dataset":
-        # Host-side storage is the fallback when the samples cannot live on the device
-        # (refused, or the trial crashed: out of device memory). Not when preload ran and was
-        # not faster: precompute takes away only part of what preload does (the per-sample
-        # work, not the collate and the copy).
-        return [Candidate(name, params, origin, gain, fallback=Candidate("precompute-samples", {}, origin, gain))]
-    if name == "amp":
-        return [Candidate(name, {"dtype": params.get("dtype", "bfloat16")}, origin, gain)]
-    if name == "torch-compile":
-        if params.get("mode"):
-            return [Candidate(name, {"mode": params["mode"]}, origin, gain)]
-        if not environment.get("gpu_count"):
-            return [Candidate(name, {"mode": "default"}, origin, gain, group="torch-compile")]
-        # On a GPU, CUDA graphs (reduce-overhead) take the launch cost away too; plain compile
-        # is their fallback, tried only when they cannot apply, crash or are not accepted (once
-        # reduce-overhead is kept, default on top of it would not be stacked anyway, and
-        # trialling it just to compare cost a 40 s process on an H100 for a -8.8% result).
-        plain = Candidate(name, {"mode": "default"}, origin, gain, group="torch-compile")
-        return [Candidate(name, {"mode": "reduce-overhead"}, origin, gain, group="torch-compile",
-                          fallback=plain, fallback_when=("skipped", "failed", "rejected"))]
-    return [Candidate(name, {}, origin, gain)]
+    return [_candidate(name, plan, origin, gain) for plan in fixes.get(name).candidates(params, environment)]
+
+
+def _candidate(name: str, plan: dict, origin: str | None, gain: float | None) -> Candidate:
+    plan = dict(plan)
+    fallback = plan.pop("fallback", None)
+    if fallback is not None:
+        plan["fallback"] = _candidate(fallback.pop("name", name), fallback, origin, gain)
+    return Candidate(name, dict(plan.pop("params", {})), origin, gain, **plan)
 
 
 def candidates_from_findings(findings: list[dict], environment: dict, only: set[str] | None) -> list[Candidate]:
@@ -106,6 +68,6 @@ def candidates_from_findings(findings: list[dict], environment: dict, only: set[
                 out.append(c)
     if only:  # --fix names a fix no rule proposed: trial it anyway (a bound is the ceiling's, never a rung)
         named = {c.name for c in out}
-        for name in sorted(only - named - BOUNDS):
+        for name in sorted(only - named - set(fixes.names("bound", "reference"))):
             out.extend(expand({"intervention": name}, None, None, environment))
     return out

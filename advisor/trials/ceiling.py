@@ -4,13 +4,11 @@ joins the ladder's trials apart from the ladder: never a fix, never in the patch
 
 from __future__ import annotations
 
-from advisor import interventions, measure
+from advisor import fixes, measure
 from advisor.trials.candidates import Candidate
 from advisor.trials.state import After
 
 NAME = "ceiling-data-free"
-# Fixes of the data pipeline: the cached batch stands in for all of them.
-DATA_FIXES = {"dataloader-workers", "pin-memory", "preload-dataset", "precompute-samples", "dali"}
 
 
 def measure_ceiling(after: After) -> dict | None:
@@ -19,7 +17,7 @@ def measure_ceiling(after: After) -> dict | None:
     None under --fix that does not name cached-batch: the user asked for those trials only."""
     if after.only is not None and "cached-batch" not in after.only:
         return None
-    mod = interventions.get("cached-batch")
+    mod = fixes.get("cached-batch")
     why = mod.not_applicable(after.base.get("config") or {}, after.environment, {})
     rec = {"name": NAME, "fix": "cached-batch", "apart": True, "ceiling": True, "interventions": []}
     if why:
@@ -27,7 +25,8 @@ def measure_ceiling(after: After) -> dict | None:
     elif after.out_of_budget():
         rec.update(status="not run", reason="trial budget spent")
     else:
-        parts = [p for c in after.stack for p in c.parts if p.name not in DATA_FIXES]
+        # the cached batch stands in for every fix of the data pipeline
+        parts = [p for c in after.stack for p in c.parts if not fixes.trait(p.name, "feeds_data")]
         stack = [*parts, Candidate("cached-batch")]
         child, analysis, _ = after.process(NAME, stack, profile=False)
         rec.update(description=mod.describe({}), changes_numerics=True, interventions=[c.key for c in stack],

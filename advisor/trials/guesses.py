@@ -14,6 +14,7 @@ fix the rules asked for once and may ask for again.
 
 from __future__ import annotations
 
+from advisor import fixes
 from advisor.trials import apart, rungs
 from advisor.trials.candidates import Candidate, expand
 from advisor.trials.state import LadderView
@@ -112,7 +113,7 @@ def two_ahead(ladder: LadderView, stack: list[Candidate], p: rungs.Pick, kept: s
 def _sizes(ladder: LadderView, cands: list[Candidate]) -> list[Candidate]:
     """The batch sizes to measure apart, smallest first; none that cannot apply to the script
     (a batch not made by a DataLoader: its process would start for a trial that is skipped)."""
-    ok = [c for c in cands if not rungs.module_for(c).not_applicable(ladder.ref_config, ladder.ctx.environment,
+    ok = [c for c in cands if not rungs.fix_for(c).not_applicable(ladder.ref_config, ladder.ctx.environment,
                                                                      c.params)]
     return sorted(ok, key=lambda c: c.params.get("factor") or 0)
 
@@ -123,7 +124,7 @@ def _slow(stack: list[Candidate]) -> bool:
     once compile, the last rung, ran, they came after it: 24-79 s past the ladder's end in
     six ladders.)"""
     last = stack[-1]
-    return rungs.slow_start(last) or (last.name in apart.NAMES and any(rungs.compiles(c) for c in stack))
+    return rungs.slow_start(last) or (fixes.trait(last.name, "apart") and any(rungs.compiles(c) for c in stack))
 
 
 def unique(gs: list[tuple[str, list[Candidate], bool]]) -> list[tuple[str, list[Candidate], bool]]:
@@ -182,9 +183,9 @@ def dropped(ladder: LadderView, tried: set[str], kept: set[str]) -> list[Candida
     H100: asked for after AMP's trial, not after channels_last's, again after the small
     safe fixes, and then started fresh: 17.5 s). The most recently dropped first."""
     return [c for k, c in reversed(ladder.dropped.items()) if k not in tried and c.name not in kept
-            and c.name not in rungs.LAST][:1]
+            and not fixes.trait(c.name, "last")][:1]
 
 
 def _riders(cand: Candidate) -> tuple:
     """Rejected, a fix that cuts GPU time most likely was so on a host-bound step: it rides."""
-    return tuple(p for p in cand.parts if p.name in rungs.RIDERS)
+    return tuple(p for p in cand.parts if fixes.trait(p.name, "rides_with_compile"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from advisor import engine, measure
+from advisor import engine, fixes, measure
 from advisor.trials import apart, ceiling, guesses, rungs, scaling
 from advisor.trials.candidates import Candidate, candidates_from_findings
 from advisor.trials.lookahead import Lookahead, default_count
@@ -23,8 +23,6 @@ from advisor.trials.state import After, Reference
 from advisor.trials.verdicts import Verdict, judge, regime_noise, regroup, relative, retime_reference
 
 REPEAT = "00-baseline-repeat"  # the baseline timed again, with the trials' seed: the noise
-# Why a group's later value wins a tie within noise (see _Ladder._compete).
-TIE_REASON = {"dataloader-workers": "with more headroom"}
 # Extra (reference, trial) timing rounds for a gain inside the noise band.
 CONFIRM_ROUNDS = 2
 CUT_SHORT = "interrupted (Ctrl-C) before it finished"
@@ -186,7 +184,7 @@ class _Ladder:
         on a pair just rejected would add channels_last twice, rejected alone before too)."""
         each = {r.key: r for r in (*self._riders(), *riders)}
         return dict(config=self.ref_config, environment=self.ctx.environment, only=self.ctx.only,
-                    retried=frozenset(self.retried), slow=frozenset(self.slow), apart=frozenset(apart.NAMES),
+                    retried=frozenset(self.retried), slow=frozenset(self.slow), apart=frozenset(fixes.with_trait("apart")),
                     floor_ms=self._floor_ms(), riders=tuple(each.values()))
 
     def _floor_ms(self) -> float:
@@ -246,7 +244,7 @@ class _Ladder:
             self.trials.append({"name": cand.key, "fix": cand.name, "status": "not run",
                                 "reason": "trial budget spent", "interventions": []})
             return
-        mod = rungs.module_for(cand)
+        mod = rungs.fix_for(cand)
         self.n += 1
         name = guesses.trial_name(self.n, cand)
         self.say(f"trial {name}: {mod.describe(cand.params)}")
@@ -260,7 +258,7 @@ class _Ladder:
             raise
         runs = [child]
         rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
-               "description": mod.describe(cand.params), "changes_numerics": mod.CHANGES_NUMERICS,
+               "description": mod.describe(cand.params), "changes_numerics": mod.changes_numerics,
                "interventions": [c.key for c in [*self.stack, cand]], **measure.trial_figures(child, analysis, self.base)}
         if cand.members:
             rec["members"] = [m.key for m in cand.members]
@@ -269,7 +267,7 @@ class _Ladder:
         # Losses are held to the baseline's: with a kept fix that changes numerics (AMP) in the
         # stack, at that fix's tolerance (held to a safe fix's 10%, cudnn.benchmark on an H100
         # ImageFolder stack is rejected for AMP's bf16 losses, +28% against the fp32 baseline's).
-        numerics = mod.CHANGES_NUMERICS or any(rungs.module_for(c).CHANGES_NUMERICS for c in self.stack)
+        numerics = mod.changes_numerics or any(rungs.fix_for(c).changes_numerics for c in self.stack)
         status, reason, gain, used = self._confirm(name, cand, runs, numerics)
         rec.update(status=status, reason=reason, gain_vs_previous=gain, threshold=used,
                    runs=len(runs), reference_runs=len(self.ref_runs), noise_at_verdict=self.noise)
@@ -277,7 +275,8 @@ class _Ladder:
             rec["step_time_ms"] = measure.mean_step_ms(runs)
             rec["speedup_vs_baseline"] = measure.plus_one(measure.pooled_gain(runs, self.groups[0]))
             rec["samples_per_s"] = measure.samples_per_s(child, rec["step_time_ms"])
-        if cand.name == "ddp" and not self.stopping():
+        # a fix that launches a process per GPU is judged against one GPU too (trials/scaling.py)
+        if fixes.known(cand.name) and fixes.get(cand.name).processes(cand.params) and not self.stopping():
             try:
                 self._scaling(name, cand, rec)
             except Interrupted:
@@ -402,7 +401,7 @@ class _Ladder:
         if best is None or relative(rec, best.record) > -used / 2:
             if best is not None:
                 best.record["status"], best.record["reason"] = "superseded", \
-                    f"{rec['name']} was as fast within noise, {TIE_REASON.get(cand.group, 'and came later')}"
+                    f"{rec['name']} was as fast within noise, {fixes.trait(cand.group, 'tie_reason', 'and came later')}"
             self.pending[cand.group] = Pending(cand, runs, analysis, model, rec)
             # the group's other values next: the fixes after them are trialled on its winner
             self.queue.sort(key=lambda c: c.group != cand.group)
@@ -422,10 +421,9 @@ class _Ladder:
             return  # nothing runs after it: no requeue
         now = (self._ref_ms(), rungs.idle_share(analysis))
         retry = {k for k, at in self.slow.items() if rungs.worth_retrying(at, now)}
-        # torch.compile waits behind every other fix (rungs.LAST); the finding that queued it
-        # can flicker as they change the step (on an H100 the GPU went from 71% to 83% busy
-        # of the step, over ADV109's 80%, and compile was no longer asked for): once queued, it stays.
-        waiting = {c.key for c in self.queue if c.name in rungs.LAST}
+        # torch.compile waits behind every other fix (Fix.last); the finding that queued it can
+        # flicker as they change the step (docs/trials.md): once queued, it stays.
+        waiting = {c.key for c in self.queue if fixes.trait(c.name, "last")}
         if waiting and (now[1] is None or now[1] >= rungs.HOST_BOUND_IDLE):  # still host-bound:
             retry = {k for k in retry if not rungs.rides(self.rejected[k].name, self.slow[k])}  # they ride
         before = {c.key: c for c in self.queue}

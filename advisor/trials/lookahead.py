@@ -26,6 +26,7 @@ import os
 import resource
 from pathlib import Path
 
+from advisor import fixes
 from advisor.runner.ahead import HeldChild, WarmChild, spec_key, start_warm
 
 # The trial running now: its guesses stop when its timed window opens and go on once its
@@ -248,20 +249,15 @@ class Lookahead:
                 "log": self.log}
 
 
-# Fixes whose trials are never started ahead. A DALI pipeline started ahead (its threads and
-# nvJPEG's hardware decoder stopped and resumed beside other processes) stalled one step of its
-# window 0.5-0.8 s in each of four H200 trials, enough to reject a 1.5x gain; fresh, none did.
-FRESH = {"dali", "ddp"}   # ddp: its ranks start under torch.distributed.run
-
-
 def _starts_fresh(spec: dict) -> bool:
-    return any(i.get("name") in FRESH for i in spec.get("interventions") or [])
+    """A fix of the spec is never started ahead (Fix.fresh: a DALI pipeline, ddp's ranks)."""
+    return any(fixes.trait(i.get("name"), "fresh") for i in spec.get("interventions") or [])
 
 
 def _compiles(spec: dict) -> bool:
-    return any(i.get("name") == "torch-compile" for i in spec.get("interventions") or [])
+    return any(fixes.trait(i.get("name"), "compiles") for i in spec.get("interventions") or [])
 
 
 def _batch_factor(spec: dict) -> int:
-    return max([1, *(int((i.get("params") or {}).get("factor") or 1) for i in spec.get("interventions") or []
-                     if i.get("name") == "batch-size")])
+    return max([1, *(fixes.get(i["name"]).batch_factor(i.get("params") or {}) for i in spec.get("interventions") or []
+                     if fixes.known(i.get("name")))])

@@ -76,9 +76,10 @@ class TrialsPrep:
 
 def _import_ladder() -> None:
     try:
-        from advisor import interventions, patch, trials  # noqa: F401
+        from advisor import fixes, patch, trials  # noqa: F401
 
-        for name in interventions.MODULES:
-            interventions.get(name)
+        for fix in fixes.all_fixes():
+            if fix.runtime:
+                fix.module()
     except Exception:  # the ladder imports them again itself, and reports what fails
         pass

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from advisor import interventions, measure, pipeline
+from advisor import fixes, measure, pipeline
 from advisor.trials.candidates import Candidate
 from advisor.trials.lookahead import quiet_s
 
@@ -86,7 +86,7 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
         ctx.ahead.resume()
     ctx.ahead.note(child)
     names = [*(a["name"] for a in ctx.applied), *(p.name for c in stack for p in c.parts)]
-    changes_batch = any(n in interventions.BATCH_CHANGING for n in names)
+    changes_batch = any(fixes.trait(n, "changes_batch") for n in names)
     measure.hold_batch(child, ctx.baseline, changes_batch)
     if child.get("interrupted"):  # Ctrl-C reached the trial: the ladder stops (_Ladder.process)
         if not finished(child):

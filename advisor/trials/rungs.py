@@ -12,27 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from advisor import interventions, pipeline
+from advisor import fixes, pipeline
 from advisor.trials.candidates import Candidate, candidates_from_findings
 
-# Fixes that never change numerics, cost nothing to apply and very rarely slow a step down,
-# but that are worth a few % each: alone, each gain sits inside run-to-run noise (on an H100,
-# cudnn.benchmark alone measured +3-11% against 4-10% noise and was rejected, while set_to_none
-# and cudnn.benchmark together were 15% of the tuned stack). Trialled as one rung, they show.
-BUNDLED = ("set-to-none", "fused-optimizer", "cudnn-benchmark", "pin-memory")
-
-# A fix that pays only together with another: bf16/fp16 convolutions run on Tensor Cores in
-# NHWC, so AMP on an NCHW conv net pays for a transpose around every conv, and channels_last
-# in fp32 gains little. Each alone can measure no faster while both together are the tuned
-# recipe: on an H100 under torch.compile, AMP alone measured -1.5% and channels_last alone
-# +1.5%, both rejected, while with channels_last first both were kept (+40.7%, then +23.4%).
-# On such a model AMP is trialled with its partner as one rung.
-TOGETHER = {"amp": "channels-last"}
-
-# Fixes tried after every other queued one: each later trial pays a new compile (20-28 s of
-# warm-up a process on an H100 for a changed graph), and what compile gains depends on what
-# the step looks like once the other fixes are in.
-LAST = ("torch-compile",)
+# Which fixes are bundled, go last, ride with compile or start slowly is each fix's own trait
+# (advisor.fixes); docs/trials.md says why each trait exists and what was measured.
 
 
 # A fix rejected as not faster is tried again when the bottleneck has moved since: the kept
@@ -45,19 +29,16 @@ LAST = ("torch-compile",)
 RETRY_SPEEDUP = 1.5
 RETRY_IDLE_DROP = 0.5
 
-# A fix that cuts only GPU time cannot show while the GPU waits for the host: on an H100's
-# eager step AMP measured -9.1% and -30.6% with the GPU idle 80-87% of the step, then +32.1%
-# once compile's CUDA graphs had taken the launch cost away, in a process of its own that
-# compiled a new graph (48.6 s). Rejected on such a step, it rides with torch-compile: one rung,
+# A fix that cuts only GPU time cannot show while the GPU waits for the host: rejected on such
+# a step (its GPU idle at least HOST_BOUND_IDLE of it), it rides with torch-compile: one rung,
 # compile alone its fallback, and no retry before then while the step stays host-bound.
-RIDERS = ("amp", "channels-last", "tf32")
 HOST_BOUND_IDLE = 0.5
 
 
 def rides(name: str, at: tuple[float, float | None]) -> bool:
     """Whether a fix rejected at `at` (reference ms/step, the GPU idle share of its own trace)
     rides with torch-compile."""
-    return name in RIDERS and at[1] is not None and at[1] >= HOST_BOUND_IDLE
+    return fixes.trait(name, "rides_with_compile") and at[1] is not None and at[1] >= HOST_BOUND_IDLE
 
 
 def with_riders(cand: Candidate, riders: list[Candidate], out: Pick) -> Candidate:
@@ -93,13 +74,13 @@ def worth_retrying(then: tuple[float, float | None], now: tuple[float, float | N
 
 
 def take_bundle(cand: Candidate, queue: list[Candidate], done: set[str]) -> tuple[list[Candidate], list[Candidate]]:
-    """(the bundle's members, the queue without them): cand and every other BUNDLED fix
+    """(the bundle's members, the queue without them): cand and every other bundled fix
     queued and not yet tried (done: keys tried and names kept). One member: no bundle."""
-    if cand.name not in BUNDLED:
+    if not fixes.trait(cand.name, "bundled"):
         return [cand], queue
     members, rest, names = [cand], [], {cand.name}
     for q in queue:
-        if q.name in BUNDLED and q.name not in names and q.key not in done and q.name not in done:
+        if fixes.trait(q.name, "bundled") and q.name not in names and q.key not in done and q.name not in done:
             members.append(q)
             names.add(q.name)
         else:
@@ -118,11 +99,11 @@ def bundle(members: list[Candidate]) -> Candidate:
 
 
 def with_partner(cand: Candidate, queue: list[Candidate], config: dict, done: set[str]) -> Candidate | None:
-    """cand and its TOGETHER partner as one rung, when the model's convolutions are NCHW and
+    """cand and its partner (advisor.fixes: Fix.partner) as one rung, when the model's convolutions are NCHW and
     the partner was neither tried nor kept (done: tried keys and kept names); the partner is
     taken out of the queue if it waits there, and runs alone if the pair is not kept. None:
     cand goes as it is."""
-    partner = TOGETHER.get(cand.name)
+    partner = fixes.trait(cand.name, "partner", None)
     params = (config.get("parameters") or {}).get("value") or {}
     if partner is None or params.get("conv_memory_format") != "contiguous" or partner in done \
             or any(k == partner or k.startswith(partner + "(") for k in done):
@@ -138,40 +119,36 @@ def with_partner(cand: Candidate, queue: list[Candidate], config: dict, done: se
 
 
 def compiles(cand: Candidate) -> bool:
-    """The rung applies torch.compile (LAST), alone or with riders."""
-    return any(p.name in LAST for p in cand.parts)
-
-
-# Fixes whose process is long to start: cudnn.benchmark's first step searches every
-# convolution's algorithms (20-25 s for the eager fp32 ResNet-18 at batch 2048 on H100
-# hosts), a compile compiles (LAST). A guess made one trial ahead is still starting when its
-# turn comes; these are guessed two ahead too (advisor.trials.guesses).
-SLOW_START = ("cudnn-benchmark", *LAST)
+    """The rung compiles the model (torch.compile), alone or with riders."""
+    return any(fixes.trait(p.name, "compiles") for p in cand.parts)
 
 
 def slow_start(cand: Candidate) -> bool:
-    return any(p.name in SLOW_START for p in cand.parts)
+    """A fix of the rung is long to start (cudnn.benchmark's search, a compile): guesses made
+    one trial ahead are still starting when its turn comes, so it is guessed two ahead too."""
+    return any(fixes.trait(p.name, "slow_start") for p in cand.parts)
 
 
 def riders_of(cand: Candidate) -> list[Candidate]:
     """The fixes that rode with compile in this rung (none when it is not compile's)."""
-    return [p for p in cand.parts if p.name not in LAST] if compiles(cand) else []
+    return [p for p in cand.parts if not fixes.trait(p.name, "compiles")] if compiles(cand) else []
 
 
 def goes_last(cand: Candidate, queue: list[Candidate], done: set[str], apart: set[str]) -> bool:
-    """Whether cand (LAST) should wait behind another fix still to try in the queue."""
-    return cand.name in LAST and any(
-        q.name not in LAST and q.name not in apart and q.key not in done and q.name not in done for q in queue)
+    """Whether cand (a fix that goes last) should wait behind another fix still to try."""
+    return fixes.trait(cand.name, "last") and any(
+        not fixes.trait(q.name, "last") and q.name not in apart and q.key not in done and q.name not in done
+        for q in queue)
 
 
-def module_for(cand: Candidate):
-    """What the ladder asks of a rung's intervention module; a bundle answers for its members
+def fix_for(cand: Candidate):
+    """What the ladder asks of a rung's fix (advisor.fixes); a bundle answers for its members
     (it cannot apply when one of them cannot)."""
     if not cand.members:
-        return interventions.get(cand.name)
-    mods = [interventions.get(m.name) for m in cand.members]
+        return fixes.get(cand.name)
+    mods = [fixes.get(m.name) for m in cand.members]
     return SimpleNamespace(
-        CHANGES_NUMERICS=any(m.CHANGES_NUMERICS for m in mods),
+        changes_numerics=any(m.changes_numerics for m in mods),
         not_applicable=lambda config, environment, params: "; ".join(filter(None, (
             m.not_applicable(config, environment, p.params) for m, p in zip(mods, cand.members)))) or None,
         describe=lambda params: "; ".join(m.describe(p.params) for m, p in zip(mods, cand.members)),
@@ -217,7 +194,7 @@ def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dic
     moved, whose partner rejected as slow (in `slow`) may come back; apart: names measured
     apart (batch size); config: the kept stack's observed configuration; floor_ms: the least
     gain a trial can be accepted on now (the threshold times the reference's step); riders:
-    fixes rejected on a host-bound step, trialled with torch-compile (RIDERS)."""
+    fixes rejected on a host-bound step, trialled with torch-compile (Fix.rides_with_compile)."""
     out = Pick(None, list(queue), set(tried))
     while out.queue:
         cand = out.queue.pop(0)
@@ -241,7 +218,7 @@ def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dic
             out.apart.append(cand)
             continue
         riding = [r for r in riders if r.name not in kept and (not only or r.name in only)]
-        if cand.name in LAST and riding:
+        if fixes.trait(cand.name, "compiles") and riding:
             cand = with_riders(cand, riding, out)
         # A retry may bring back a partner that was rejected beside it for the same reason
         # (both as slow on a host-bound step): only a kept one stays out.
@@ -256,7 +233,7 @@ def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dic
             rung = _bundled(cand, out, kept, config, environment, only)
             if rung is None:
                 continue
-        why = module_for(rung).not_applicable(config, environment, rung.params)
+        why = fix_for(rung).not_applicable(config, environment, rung.params)
         if not why:
             out.rung = rung
             return out
@@ -269,7 +246,7 @@ def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dic
 
 def _bundled(cand: Candidate, out: Pick, kept: set[str], config: dict, environment: dict,
              only: set[str] | None) -> Candidate | None:
-    """cand, or one rung with every small safe fix queued beside it (BUNDLED); members that
+    """cand, or one rung with every small safe fix queued beside it (Fix.bundled); members that
     cannot apply to the script are recorded as skipped and left out. Under --fix each named fix
     is measured on its own."""
     if only:
@@ -280,7 +257,7 @@ def _bundled(cand: Candidate, out: Pick, kept: set[str], config: dict, environme
     applicable = []
     for m in members:
         out.tried.add(m.key)
-        why = interventions.get(m.name).not_applicable(config, environment, m.params)
+        why = fixes.get(m.name).not_applicable(config, environment, m.params)
         if why:
             out.skipped.append((m, why))
         else:

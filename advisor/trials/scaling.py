@@ -9,7 +9,7 @@ the same stack, and that over the number of GPUs (the scaling efficiency).
 
 from __future__ import annotations
 
-from advisor import interventions, measure
+from advisor import fixes, measure
 from advisor.trials.candidates import Candidate
 from advisor.trials.state import After
 
@@ -20,7 +20,7 @@ def measure_scaling(after: After, name: str, rec: dict, gpus: int) -> tuple[dict
     rate = rec.get("samples_per_s")
     if not rate:
         return None, None
-    one = interventions.get("one-gpu")
+    one = fixes.get("one-gpu")
     ref_rec = None
     if one.not_applicable(after.base.get("config") or {}, after.environment, {}) is None:
         ref_rec = _one_gpu_run(after, f"{name}-one-gpu", one)

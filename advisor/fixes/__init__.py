@@ -1,0 +1,70 @@
+"""One object per fix: the rule's proposal, the trial, the patch edit and the check.
+
+Each module of this package holds one fix (or a few small ones, suggestions.py): a subclass of
+``advisor.fixes.base.Fix`` naming it, saying what it changes and how the trial ladder treats
+it, which trials a finding becomes, how a trial applies it at run time (its module in
+advisor.interventions), the edit fixes.patch makes for it and the check the patch's
+verification runs. The registry is discovered from the package: nothing elsewhere lists
+fixes by name. Adding a fix is one module here (+ its tests, + a rule if one proposes it);
+docs/internals.md shows the recipe.
+
+Importing this package imports no torch: a fix's runtime module is imported in the child.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+
+from advisor.fixes.base import Fix, FixSpec
+
+__all__ = ["Fix", "FixSpec", "all_fixes", "get", "known", "names", "trait", "with_trait"]
+
+
+@functools.cache
+def _registry() -> dict[str, Fix]:
+    out: dict[str, Fix] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name == "base" or info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        for obj in vars(mod).values():
+            if isinstance(obj, type) and issubclass(obj, Fix) and obj.__module__ == mod.__name__ \
+                    and getattr(obj, "name", None) and not obj.__name__.startswith("_"):
+                if obj.name in out:
+                    raise RuntimeError(f"two fixes named {obj.name!r}: {type(out[obj.name]).__name__}, {obj.__name__}")
+                out[obj.name] = obj()
+    return out
+
+
+def all_fixes() -> list[Fix]:
+    return list(_registry().values())
+
+
+def known(name) -> bool:
+    return name in _registry()
+
+
+def get(name: str) -> Fix:
+    try:
+        return _registry()[name]
+    except KeyError:
+        raise KeyError(f"no fix named {name!r}; known: {', '.join(names())}") from None
+
+
+def names(*kinds: str) -> list[str]:
+    """Sorted names of the fixes of these kinds (default: every fix advisor can apply at run
+    time: fixes, the numerics check's test, bounds and references; not suggestions)."""
+    kinds = kinds or ("fix", "test", "bound", "reference")
+    return sorted(f.name for f in all_fixes() if f.kind in kinds)
+
+
+def trait(name, attr: str, default=False):
+    """A fix's trait by its name; ``default`` for a name no fix has (a bundle's joined name)."""
+    return getattr(get(name), attr) if known(name) else default
+
+
+def with_trait(trait: str) -> set[str]:
+    """Names of the fixes whose class sets ``trait`` (bundled, last, fresh, ...)."""
+    return {f.name for f in all_fixes() if getattr(f, trait)}

@@ -1,0 +1,30 @@
+"""``batch-size``: a larger batch (x2, x4), measured apart: it changes training dynamics."""
+
+from __future__ import annotations
+
+from advisor.fixes.base import Fix, loader
+
+
+class BatchSize(Fix):
+    name = "batch-size"
+    runtime = "batch_size"
+    changes_numerics = True
+    changes_batch = True
+    apart = True   # never stacked: each factor runs on top of the final stack (trials/apart.py)
+    where_key = "dataloader"
+
+    def candidates(self, params, environment):
+        return [{"params": {"factor": f}, "group": self.name} for f in (2, 4)]
+
+    def batch_factor(self, params):
+        return int(params.get("factor") or 1)
+
+    def edit(self, ctx, fix, params):
+        from advisor.patch.loader_fixes import batch_size
+
+        return batch_size(ctx, fix, params)
+
+    def check(self, config, params, base):
+        want = (base.get("batch_size") or 0) * int(params.get("factor", 2))
+        got = loader(config).get("batch_size")
+        return (None if got is None or not want else got == want), f"batch size {want}", f"batch size {got}"

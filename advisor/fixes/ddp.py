@@ -1,0 +1,28 @@
+"""``ddp``: one process per GPU under torchrun, the model in DistributedDataParallel."""
+
+from __future__ import annotations
+
+from advisor.fixes.base import Fix, value
+
+
+class Ddp(Fix):
+    name = "ddp"
+    runtime = "ddp"
+    changes_numerics = True
+    changes_batch = True   # each process sees its shard of the batch
+    fresh = True           # its ranks start under torch.distributed.run
+
+    def candidates(self, params, environment):   # one process per GPU: every GPU the machine has (2 at least)
+        return [{"params": {"nproc": int(params.get("nproc") or max(2, int(environment.get("gpu_count") or 0)))}}]
+
+    def processes(self, params):
+        return int(params.get("nproc") or 2)
+
+    def edit(self, ctx, fix, params):
+        from advisor.patch.ddp_fix import ddp
+
+        return ddp(ctx, fix, params)
+
+    def check(self, config, params, base):
+        got = value(config, "data_parallel").get("class")
+        return got == "DistributedDataParallel", "the model in DistributedDataParallel", f"model wrapper {got}"

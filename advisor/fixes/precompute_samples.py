@@ -1,0 +1,21 @@
+"""``precompute-samples``: the dataset's deterministic per-sample work done once, kept on the host."""
+
+from __future__ import annotations
+
+from advisor.fixes.base import Fix, loader
+
+
+class PrecomputeSamples(Fix):
+    name = "precompute-samples"
+    runtime = "precompute"
+    feeds_data = True
+    where_key = "dataloader"
+
+    def edit(self, ctx, fix, params):
+        from advisor.patch.loader_fixes import precompute_samples
+
+        return precompute_samples(ctx, fix, params)
+
+    def check(self, config, params, base):
+        got = loader(config).get("dataset_type")
+        return (None if got is None else got == "list"), "dataset a list of samples", f"dataset {got}"

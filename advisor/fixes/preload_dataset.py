@@ -1,0 +1,31 @@
+"""``preload-dataset``: the whole dataset's samples made once and held on the device."""
+
+from __future__ import annotations
+
+from advisor.fixes.base import Fix, loader
+
+
+class PreloadDataset(Fix):
+    name = "preload-dataset"
+    runtime = "preload"
+    feeds_data = True
+    where_key = "dataloader"
+    # its DataLoader is written with num_workers=0, pin_memory=False, whatever the loader
+    # fixes kept before it wrote at that call
+    supersedes = ("dataloader-workers", "pin-memory")
+
+    def candidates(self, params, environment):
+        # Host-side storage is the fallback when the samples cannot live on the device (refused,
+        # or the trial crashed: out of device memory). Not when preload ran and was not faster:
+        # precompute takes away only part of what preload does (the per-sample work, not the
+        # collate and the copy).
+        return [{"params": params, "fallback": {"name": "precompute-samples", "params": {}}}]
+
+    def edit(self, ctx, fix, params):
+        from advisor.patch.loader_fixes import preload_dataset
+
+        return preload_dataset(ctx, fix, params)
+
+    def check(self, config, params, base):
+        got = loader(config).get("dataset_type")
+        return (None if got is None else got == "_PreloadedOnDevice"), "dataset _PreloadedOnDevice", f"dataset {got}"
