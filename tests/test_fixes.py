@@ -4,6 +4,7 @@ module (gc-freeze) is trialled, written into fixes.patch and checked like the ot
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -45,7 +46,10 @@ def test_every_fix_implements_every_facet_of_its_kind(fix):
     assert plans and all(isinstance(p.get("params"), dict) for p in plans)
     if fix.kind == "fix":
         # a fix that is kept is written into fixes.patch and checked in the patched run
-        assert _overrides(fix, "edit"), f"{fix.name}: no source edit"
+        assert fix.editor or _overrides(fix, "edit"), f"{fix.name}: no source edit"
+        if fix.editor:
+            module, _, function = fix.editor.partition(":")
+            assert callable(getattr(importlib.import_module(module), function, None)), fix.editor
         assert _overrides(fix, "check"), f"{fix.name}: no verification check (it would read 'not checked')"
         assert fix.check({}, {}, {}) != NOT_CHECKED
 

@@ -8,6 +8,7 @@ from advisor.fixes.base import Fix, value
 class Amp(Fix):
     name = "amp"
     runtime = "amp"
+    editor = "advisor.patch.model_fixes:amp"
     changes_numerics = True
     # bf16/fp16 convolutions run on Tensor Cores in NHWC: on an NCHW conv net AMP pays a
     # transpose around every conv, and alone can measure slower; with channels_last it is the
@@ -17,11 +18,6 @@ class Amp(Fix):
 
     def candidates(self, params, environment):
         return [{"params": {"dtype": params.get("dtype", "bfloat16")}}]
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.model_fixes import amp
-
-        return amp(ctx, fix, params)
 
     def transformers_args(self, ctx, fix, params, calls):
         from advisor.patch.frameworks import _same, find_arg

@@ -62,6 +62,7 @@ class Fix:
     # the patch
     supersedes: ClassVar[tuple[str, ...]] = ()  # fixes whose arguments its edit replaces at one call
     where_key: ClassVar[str | None] = None    # the config key whose call site its rule's "where" stands for
+    editor: ClassVar[str | None] = None       # "module:function" of its source edit (advisor.patch.*)
 
     # --- run time (in the trial's child process) -------------------------------------------
     def module(self):
@@ -107,10 +108,14 @@ class Fix:
 
     def edit(self, ctx, fix: dict, params: dict) -> dict:
         """The source edit: a note ({"applied": True, "where", "edits"...}); raises
-        advisor.patch.core.SkipFix when it cannot be placed."""
-        from advisor.patch.core import SkipFix
+        advisor.patch.core.SkipFix when it cannot be placed. By default the function
+        ``editor`` names."""
+        if self.editor is None:
+            from advisor.patch.core import SkipFix
 
-        raise SkipFix(f"advisor has no source edit for {self.name!r}")
+            raise SkipFix(f"advisor has no source edit for {self.name!r}")
+        module, _, function = self.editor.partition(":")
+        return getattr(importlib.import_module(module), function)(ctx, fix, params)
 
     def transformers_args(self, ctx, fix: dict, params: dict, calls: list) -> tuple[list, dict] | None:
         """Under a Hugging Face Trainer: (TrainingArguments items [(keyword, code)], note

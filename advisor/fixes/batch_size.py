@@ -8,6 +8,7 @@ from advisor.fixes.base import Fix, loader
 class BatchSize(Fix):
     name = "batch-size"
     runtime = "batch_size"
+    editor = "advisor.patch.loader_fixes:batch_size"
     changes_numerics = True
     changes_batch = True
     apart = True   # never stacked: each factor runs on top of the final stack (trials/apart.py)
@@ -18,11 +19,6 @@ class BatchSize(Fix):
 
     def batch_factor(self, params):
         return int(params.get("factor") or 1)
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.loader_fixes import batch_size
-
-        return batch_size(ctx, fix, params)
 
     def check(self, config, params, base):
         want = (base.get("batch_size") or 0) * int(params.get("factor", 2))

@@ -8,13 +8,9 @@ from advisor.fixes.base import Fix, trained, value
 class ChannelsLast(Fix):
     name = "channels-last"
     runtime = "channels_last"
+    editor = "advisor.patch.model_fixes:channels_last"
     rides_with_compile = True
     where_key = "input"
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.model_fixes import channels_last
-
-        return channels_last(ctx, fix, params)
 
     def lightning_edit(self, ctx, fix, params, trainers):
         from advisor.patch.core import PRIO_CHANNELS_LAST, applied, location

@@ -8,14 +8,10 @@ from advisor.fixes.base import Fix
 class CudnnBenchmark(Fix):
     name = "cudnn-benchmark"
     runtime = "cudnn_benchmark"
+    editor = "advisor.patch.flag_fixes:cudnn_benchmark"
     bundled = True
     slow_start = True   # its first step searches every convolution's algorithms
     where_key = "cudnn.benchmark"
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.flag_fixes import cudnn_benchmark
-
-        return cudnn_benchmark(ctx, fix, params)
 
     def lightning_edit(self, ctx, fix, params, trainers):
         from advisor.patch.frameworks import _on_calls

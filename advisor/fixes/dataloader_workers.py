@@ -10,6 +10,7 @@ from advisor.fixes.base import Fix, loader
 class DataloaderWorkers(Fix):
     name = "dataloader-workers"
     runtime = "dataloader"
+    editor = "advisor.patch.loader_fixes:dataloader"
     feeds_data = True
     where_key = "dataloader"
     tie_reason = "with more headroom"   # more workers: room for the fixes that speed the GPU up later
@@ -23,11 +24,6 @@ class DataloaderWorkers(Fix):
             values = [int(params["num_workers"])]
         pin = bool(environment.get("gpu_count"))
         return [{"params": {"num_workers": v, "pin_memory": pin}, "group": self.name} for v in values]
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.loader_fixes import dataloader
-
-        return dataloader(ctx, fix, params)
 
     def transformers_args(self, ctx, fix, params, calls):
         from advisor.patch.frameworks import _hf_has, _user_site

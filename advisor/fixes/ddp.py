@@ -8,6 +8,7 @@ from advisor.fixes.base import Fix, value
 class Ddp(Fix):
     name = "ddp"
     runtime = "ddp"
+    editor = "advisor.patch.ddp_fix:ddp"
     changes_numerics = True
     changes_batch = True   # each process sees its shard of the batch
     fresh = True           # its ranks start under torch.distributed.run
@@ -17,11 +18,6 @@ class Ddp(Fix):
 
     def processes(self, params):
         return int(params.get("nproc") or 2)
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.ddp_fix import ddp
-
-        return ddp(ctx, fix, params)
 
     def check(self, config, params, base):
         got = value(config, "data_parallel").get("class")

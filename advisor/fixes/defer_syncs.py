@@ -13,11 +13,7 @@ def _device_item_sites(config: dict) -> int | None:
 class DeferSyncs(Fix):
     name = "defer-syncs"
     runtime = "defer_syncs"
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.sync_fixes import defer_syncs
-
-        return defer_syncs(ctx, fix, params)
+    editor = "advisor.patch.sync_fixes:defer_syncs"
 
     def check(self, config, params, base):
         """Fewer ``.item()`` reads of a device tensor than the baseline made (the edited sites

@@ -8,13 +8,9 @@ from advisor.fixes.base import Fix, value
 class FusedOptimizer(Fix):
     name = "fused-optimizer"
     runtime = "fused_optimizer"
+    editor = "advisor.patch.flag_fixes:fused_optimizer"
     bundled = True
     where_key = "optimizer"
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.flag_fixes import fused_optimizer
-
-        return fused_optimizer(ctx, fix, params)
 
     def transformers_args(self, ctx, fix, params, calls):
         from advisor.patch.core import SkipFix

@@ -8,17 +8,13 @@ from advisor.fixes.base import Fix, loader
 class PinMemory(Fix):
     name = "pin-memory"
     runtime = "dataloader"
+    editor = "advisor.patch.loader_fixes:dataloader"
     feeds_data = True
     bundled = True
     where_key = "dataloader"
 
     def candidates(self, params, environment):
         return [{"params": {"pin_memory": True}}]
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.loader_fixes import dataloader
-
-        return dataloader(ctx, fix, params)
 
     def transformers_args(self, ctx, fix, params, calls):
         from advisor.patch.frameworks import _user_site

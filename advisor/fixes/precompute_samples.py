@@ -8,13 +8,9 @@ from advisor.fixes.base import Fix, loader
 class PrecomputeSamples(Fix):
     name = "precompute-samples"
     runtime = "precompute"
+    editor = "advisor.patch.loader_fixes:precompute_samples"
     feeds_data = True
     where_key = "dataloader"
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.loader_fixes import precompute_samples
-
-        return precompute_samples(ctx, fix, params)
 
     def check(self, config, params, base):
         got = loader(config).get("dataset_type")

@@ -8,6 +8,7 @@ from advisor.fixes.base import Fix, loader
 class PreloadDataset(Fix):
     name = "preload-dataset"
     runtime = "preload"
+    editor = "advisor.patch.loader_fixes:preload_dataset"
     feeds_data = True
     where_key = "dataloader"
     # its DataLoader is written with num_workers=0, pin_memory=False, whatever the loader
@@ -20,11 +21,6 @@ class PreloadDataset(Fix):
         # precompute takes away only part of what preload does (the per-sample work, not the
         # collate and the copy).
         return [{"params": params, "fallback": {"name": "precompute-samples", "params": {}}}]
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.loader_fixes import preload_dataset
-
-        return preload_dataset(ctx, fix, params)
 
     def check(self, config, params, base):
         got = loader(config).get("dataset_type")

@@ -8,13 +8,9 @@ from advisor.fixes.base import Fix, value
 class SetToNone(Fix):
     name = "set-to-none"
     runtime = "set_to_none"
+    editor = "advisor.patch.flag_fixes:set_to_none"
     bundled = True
     where_key = "zero_grad"
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.flag_fixes import set_to_none
-
-        return set_to_none(ctx, fix, params)
 
     def transformers_args(self, ctx, fix, params, calls):
         from advisor.patch.core import SkipFix

@@ -8,13 +8,9 @@ from advisor.fixes.base import Fix
 class Tf32(Fix):
     name = "tf32"
     runtime = "tf32"
+    editor = "advisor.patch.flag_fixes:tf32"
     changes_numerics = True
     rides_with_compile = True
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.flag_fixes import tf32
-
-        return tf32(ctx, fix, params)
 
     def transformers_args(self, ctx, fix, params, calls):
         return [("tf32", "True")], {}

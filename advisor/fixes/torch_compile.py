@@ -12,6 +12,7 @@ CUDA_GRAPHS_GRADS = ("CUDA graphs (torch.compile mode=\"reduce-overhead\") need 
 class TorchCompile(Fix):
     name = "torch-compile"
     runtime = "compile"
+    editor = "advisor.patch.model_fixes:torch_compile"
     # each later trial would pay a new compile, and what compile gains depends on what the
     # step looks like once the other fixes are in: tried after every other queued fix
     last = True
@@ -41,11 +42,6 @@ class TorchCompile(Fix):
                 and zero_grad.get("set_to_none") is False:
             return [{"intervention": "set-to-none", "params": {}, "reason": CUDA_GRAPHS_GRADS}]
         return []
-
-    def edit(self, ctx, fix, params):
-        from advisor.patch.model_fixes import torch_compile
-
-        return torch_compile(ctx, fix, params)
 
     def transformers_args(self, ctx, fix, params, calls):
         mode = params.get("mode")
