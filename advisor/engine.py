@@ -22,10 +22,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
+from advisor.contracts import SEVERITIES
 from advisor.thresholds import Thresholds
 
 DOC_SECTIONS = ("What it does", "Why is this bad", "Example", "Fix", "Fix safety")
-SEVERITIES = ("info", "warning", "error")
 # What a rule may declare it needs; the engine skips it with this reason otherwise.
 NEEDS_REASONS = {
     "gpu": "the trace has no GPU activity",
