@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gc
 
-from advisor.fixes.base import Fix
+from advisor.fixes.base import Fix, value
 
 GEN0_THRESHOLD = 50_000   # allocations between generation-0 collections (Python's default: 700)
 
@@ -26,7 +26,7 @@ class GcFreeze(Fix):
         return f"gc.freeze() after set-up, generation-0 threshold {GEN0_THRESHOLD:,}"
 
     def not_applicable(self, config, environment, params):
-        frozen = (config.get("fix.gc-freeze") or {}).get("value") or {}
+        frozen = value(config, "fix.gc-freeze")
         if frozen.get("frozen"):
             return "the script freezes its objects out of the garbage collector already"
         return None
@@ -65,5 +65,5 @@ class GcFreeze(Fix):
         return applied(location(f, f.line_of(stmt)), [f"{code} after the optimizer"])
 
     def check(self, config, params, base):
-        got = (config.get("fix.gc-freeze") or {}).get("value") or {}
+        got = value(config, "fix.gc-freeze")
         return bool(got.get("frozen")), "objects frozen out of the collector", f"{got.get('frozen') or 0} frozen objects"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor.fixes.base import Fix, trained
+from advisor.fixes.base import Fix, trained, value
 
 CUDA_GRAPHS_GRADS = ("CUDA graphs (torch.compile mode=\"reduce-overhead\") need gradients set to None "
                      "between steps: kept with set_to_none=False, backward reads a gradient the next "
@@ -37,7 +37,7 @@ class TorchCompile(Fix):
         gradients are plain tensors the graphs only add into; the edited script compiles it from
         the start, and with zero_grad(set_to_none=False) its gradients would be CUDA graph
         outputs, overwritten by the next replay."""
-        zero_grad = (config.get("zero_grad") or {}).get("value") or {}
+        zero_grad = value(config, "zero_grad")
         if params.get("mode") == "reduce-overhead" and "set-to-none" not in names \
                 and zero_grad.get("set_to_none") is False:
             return [{"intervention": "set-to-none", "params": {}, "reason": CUDA_GRAPHS_GRADS}]
