@@ -8,7 +8,9 @@ def _ddp_start():
     process group started (added by advisor's ddp fix: torchrun --nproc-per-node N this
     script). Plain python: one process, as before."""
     import atexit
+    import datetime
     import os
+    import sys
 
     import torch
     import torch.distributed as dist
@@ -18,8 +20,24 @@ def _ddp_start():
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    # a rank that exits with its group alive can abort in the backend's teardown
-    atexit.register(lambda: dist.is_initialized() and dist.destroy_process_group())
+    failed = []
+    hook = sys.excepthook
+    sys.excepthook = lambda *exc: (failed.append(1), hook(*exc))
+
+    def _end():
+        # a gloo rank that tears its group down while the other still runs can abort
+        # ("terminate called without an active exception"): the ranks meet first, on a
+        # clean exit only, and never wait long for a rank that is gone
+        if not dist.is_initialized():
+            return
+        if not failed and dist.get_backend() == "gloo":
+            try:
+                dist.monitored_barrier(timeout=datetime.timedelta(seconds=60))
+            except RuntimeError:
+                pass
+        dist.destroy_process_group()
+
+    atexit.register(_end)
 '''.strip() + "\n"
 
 MODEL = '''
