@@ -21,15 +21,15 @@ import time
 
 import torch
 
-from advisor import interventions
+from advisor import fixes
 
 SKIP = 30
 
 
 def main() -> None:
-    fixes, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
-    if fixes != "-":
-        interventions.apply_all(interventions.parse_specs(fixes))
+    names, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if names != "-":
+        fixes.apply_all(fixes.parse_specs(names))
     host: list[float] = []
     events: list = []
 
@@ -52,7 +52,7 @@ def main() -> None:
     h = [(b - a) * 1e3 for a, b in zip(host[SKIP:], host[SKIP + 1:])]
     g = [a.elapsed_time(b) for a, b in zip(events[SKIP:], events[SKIP + 1:])]
     q = sorted(g)
-    print(f"PROBE {fixes}: {len(h)} steps; host mean {st.mean(h):.3f} median {st.median(h):.3f} ms; "
+    print(f"PROBE {names}: {len(h)} steps; host mean {st.mean(h):.3f} median {st.median(h):.3f} ms; "
           f"GPU mean {st.mean(g):.3f} median {st.median(g):.3f} p10 {q[len(q) // 10]:.3f} ms", flush=True)
     for n in [int(x) for x in os.environ.get("WINDOWS", "").split(",") if x]:
         means = [st.mean(h[i:i + n]) for i in range(0, len(h) - n + 1, n)]

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from advisor.patch import make_patch
+from advisor.fixes import make_patch
 
 
 def main(run_dir: str, script: str, out: str) -> None:

@@ -257,7 +257,7 @@ def test_analyze_trials_dali_through_the_dataloader(dali_run):
 
 
 def test_the_patch_runs_as_plain_python_with_dali_batches(dali_run):
-    from advisor.patch import make_patch
+    from advisor.fixes import make_patch
 
     doc = json.loads((dali_run / "run" / "run.json").read_text())
     texts: dict = {}

@@ -145,7 +145,7 @@ def test_only_the_scripts_own_calls_are_deferred(tmp_path):
     import os
 
     from advisor.interventions import defer_syncs
-    from advisor.runner._util import ADVISOR_DIR, SiteFinder
+    from advisor.runtime.sites import ADVISOR_DIR, SiteFinder
 
     is_script_code = SiteFinder(str(tmp_path)).is_script_code
     ns = {"_user_caller": defer_syncs._user_caller, "is_script_code": is_script_code}

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor.patch import LR_COMMENT, make_patch
+from advisor.fixes import make_patch
+from advisor.patch import LR_COMMENT
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "cifar_resnet.py"

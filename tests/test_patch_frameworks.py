@@ -15,7 +15,8 @@ import textwrap
 
 import pytest
 
-from advisor.patch import frameworks, make_patch
+from advisor.fixes import make_patch
+from advisor.patch import frameworks
 from advisor.patch.core import PatchContext
 
 HF = '''\
@@ -125,8 +126,10 @@ def _kwargs(tree, name: str) -> dict:
 
 
 def _ctx(script, config=None, executed=None) -> PatchContext:
+    from advisor import fixes
+
     return PatchContext(script=str(script), root=str(script.parent), cwd=str(script.parent),
-                        config=config or {}, executed=executed or {})
+                        config=config or {}, executed=executed or {}, registry=fixes)
 
 
 # ----------------------------------------------------------------------------- transformers

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from advisor import verify
-from advisor.patch import make_patch
+from advisor.fixes import make_patch
+from advisor.report import verification
 from advisor.runner._util import mirror_tree
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -339,4 +340,4 @@ def test_workers_superseded_by_a_preloaded_dataset_are_no_shortfall():
     config = {"dataloader": {"value": {"num_workers": 0, "dataset": "_PreloadedOnDevice"}}}
     rows = verify.checks(fixes, notes, config, {})
     assert rows[0]["took_effect"] is None and "superseded by preload-dataset" in rows[0]["observed"]
-    assert not [line for line in verify.shortfalls({"checks": rows}) if line.startswith("dataloader-workers")]
+    assert not [line for line in verification.shortfalls({"checks": rows}) if line.startswith("dataloader-workers")]

@@ -118,7 +118,7 @@ def test_the_ddp_trial_runs_a_single_process_script_as_two_ranks_with_the_global
 
 
 def test_the_ddp_patch_runs_as_plain_python_and_under_torchrun(ddp_trial):
-    from advisor.patch import make_patch
+    from advisor.fixes import make_patch
 
     tmp, doc = ddp_trial
     texts: dict = {}
@@ -146,7 +146,7 @@ def test_the_ddp_fix_on_a_trainer_that_wraps_its_model_itself_once_a_group_exist
     the patch start the process group before the script's code, so that branch wraps the model
     (no second wrapper), and the helper's DataLoader is sharded; the patched project runs as
     plain python and as 2 ranks under torchrun."""
-    from advisor.patch import make_patch
+    from advisor.fixes import make_patch
 
     project = tmp_path / "project"
     shutil.copytree(LAYOUT, project, ignore=shutil.ignore_patterns("__pycache__"))

@@ -246,7 +246,7 @@ def test_apply_runs_the_baseline_and_every_trial_with_the_fixes(tmp_path):
 
 
 def test_apply_syntax():
-    from advisor.interventions import parse_specs
+    from advisor.fixes import parse_specs
 
     assert parse_specs("amp:dtype=float16,channels-last,dataloader-workers:num_workers=8:pin_memory=true") == [
         {"name": "amp", "params": {"dtype": "float16"}}, {"name": "channels-last", "params": {}},

@@ -400,7 +400,7 @@ def test_a_bundle_leaves_out_a_member_that_cannot_apply(tmp_path, monkeypatch):
 def test_a_member_refused_in_the_child_is_named_in_the_verdict(tmp_path, monkeypatch):
     """A member that declined at run time (notes) does not void the rung: the verdict rests on
     the others and says which one did not apply."""
-    from advisor.interventions._patch import NOT_APPLIED
+    from advisor.runtime.patching import NOT_APPLIED
 
     refused = {**_timed(90.0), "notes": [f"{NOT_APPLIED} cudnn-benchmark: the script sets it itself"]}
     speeds = {(): [100.0], ("set-to-none + cudnn-benchmark",): refused}

@@ -128,7 +128,7 @@ def _progress(stage: str, step: int | None, info: dict | None = None) -> None:
 
 
 def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> int:
-    from advisor import fixes, interventions
+    from advisor import fixes
     from advisor.runner import stdin
     from advisor.runner.parent import validate_script
 
@@ -142,7 +142,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         if unknown:
             return _fail(f"--fix: no fix named {', '.join(unknown)}; known: {', '.join(fixes.names())}", 2)
     try:
-        ns.applied = interventions.parse_specs(ns.apply) if ns.apply else []
+        ns.applied = fixes.parse_specs(ns.apply) if ns.apply else []
     except ValueError as exc:
         return _fail(f"--apply: {exc}", 2)
     opts = pipeline.AnalyzeOptions(
@@ -319,7 +319,7 @@ def _patch_and_verify(ns, script, script_args, run_dir, opts, doc, child, stack:
     (advisor.verify) unless --no-verify, or Ctrl-C came first or stopped it (NOT_VERIFIED):
     doc["patch"]."""
     from advisor import verify
-    from advisor.patch import make_patch
+    from advisor.fixes import make_patch
 
     fixes = [{"intervention": f["name"], "params": f.get("params") or {}} for f in stack]
     path = Path(script).absolute()

@@ -141,12 +141,11 @@ def check(dataset, pairs: list[tuple[str, int]], channels: int, size, probes: in
     random state restored after) and its label and image compared with what DALI will make."""
     import torch
 
-    from advisor.interventions import precompute
-    from advisor.interventions._patch import making_batches
+    from advisor.runtime.patching import making_batches, restore_rng, rng_states
 
     if not pairs:
         return "the dataset is empty"
-    states = precompute.rng_states()
+    states = rng_states()
     try:
         for i in sorted({0, len(pairs) - 1})[:probes]:
             with making_batches():
@@ -165,5 +164,5 @@ def check(dataset, pairs: list[tuple[str, int]], channels: int, size, probes: in
     except Exception as e:  # noqa: BLE001 - the user's dataset: any failure refuses the fix
         return f"reading dataset samples failed: {type(e).__name__}: {e}"
     finally:
-        precompute.restore_rng(states)
+        restore_rng(states)
     return None

@@ -70,17 +70,16 @@ def sample_cost(dataset, files: Files, n: int = PROBES) -> dict | None:
     """Milliseconds a sample costs in the dataset (median of ``n``), and of that the file's
     opening and decoding by PIL; the random state is restored after, and the transforms'
     module calls are the data pipeline's, not the model's (making_batches)."""
-    from advisor.interventions import precompute
-    from advisor.interventions._patch import making_batches
+    from advisor.runtime.patching import making_batches, restore_rng, rng_states
 
-    states = precompute.rng_states()
+    states = rng_states()
     try:
         with making_batches():
             return _timed(dataset, files, n)
     except Exception:  # noqa: BLE001 - evidence only: a dataset that fails here fails in the trial with its reason
         return None
     finally:
-        precompute.restore_rng(states)
+        restore_rng(states)
 
 
 def _median_ms(seconds: list[float]) -> float | None:

@@ -16,10 +16,12 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+import sys
 
 from advisor.fixes.base import Fix, FixSpec
 
-__all__ = ["Fix", "FixSpec", "all_fixes", "get", "known", "names", "trait", "with_trait"]
+__all__ = ["Fix", "FixSpec", "all_fixes", "apply_all", "get", "known", "make_patch", "names", "parse_specs", "trait",
+           "with_trait"]
 
 
 @functools.cache
@@ -68,3 +70,55 @@ def trait(name, attr: str, default=False):
 def with_trait(trait: str) -> set[str]:
     """Names of the fixes whose class sets ``trait`` (bundled, last, fresh, ...)."""
     return {f.name for f in all_fixes() if getattr(f, trait)}
+
+
+def parse_specs(text: str) -> list[dict]:
+    """``--apply`` syntax → [{"name", "params"}]: ``NAME[:KEY=VALUE...]``, comma-separated,
+    e.g. ``amp:dtype=float16,channels-last,dataloader-workers:num_workers=8:pin_memory=true``.
+    Raises ValueError with a one-line reason."""
+    out = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        name, *pairs = item.split(":")
+        if name not in names():
+            raise ValueError(f"no fix named {name!r}; known: {', '.join(names())}")
+        params = {}
+        for pair in pairs:
+            key, eq, value = pair.partition("=")
+            if not eq or not key:
+                raise ValueError(f"{item!r}: parameters are KEY=VALUE, got {pair!r}")
+            params[key] = _value(value)
+        out.append({"name": name, "params": params})
+    return out
+
+
+def _value(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def apply_all(specs: list[dict]) -> list[str]:
+    """Apply each {"name", "params"} in this process (a trial's child: imports torch), in order;
+    returns one description line per fix."""
+    lines = []
+    for item in specs:
+        fix = get(item["name"])
+        params = dict(item.get("params") or {})
+        params.setdefault("_name", item["name"])
+        fix.apply(params)
+        lines.append(fix.describe(params))
+    return lines
+
+
+def make_patch(script_path: str, specs: list[dict], config: dict, root: str | None = None, **kw) -> tuple[str, list[dict]]:
+    """fixes.patch for these fixes ({"intervention", "params"}): each fix's own edit, placed by
+    advisor.patch (its docstring says how; the keywords are its make_patch's)."""
+    from advisor import patch
+
+    return patch.make_patch(script_path, specs, config, root, registry=sys.modules[__name__], **kw)

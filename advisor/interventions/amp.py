@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from advisor.interventions._patch import accelerator, before_backward, outermost_forward
+from advisor.runtime.patching import accelerator, before_backward, outermost_forward
 
 NAME = "amp"
 

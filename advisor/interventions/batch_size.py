@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from advisor.interventions._patch import wrap
+from advisor.runtime.patching import wrap
 
 NAME = "batch-size"
 

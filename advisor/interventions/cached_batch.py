@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from advisor.interventions._patch import accelerator, served_in_process, wrap
 from advisor.interventions.preload import _map
+from advisor.runtime.patching import accelerator, served_in_process, wrap
 
 NAME = "cached-batch"
 # A bound, never a fix for the user's code: advisor.patch has no editor for it.

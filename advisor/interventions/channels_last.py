@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from advisor.interventions._patch import outermost_forward
+from advisor.runtime.patching import outermost_forward
 
 NAME = "channels-last"
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from advisor.interventions import set_to_none
-from advisor.interventions._patch import in_loading
+from advisor.runtime.patching import in_loading
 
 NAME = "torch-compile"
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from advisor import dali
-from advisor.interventions._patch import making_batches, not_applied, served_in_process, wrap
+from advisor.runtime.patching import making_batches, not_applied, served_in_process, wrap
 
 NAME = "dali"
 # The same transforms, drawn from DALI's random streams instead of torch's, and decoded and

@@ -10,7 +10,7 @@ import os
 
 import torch
 
-from advisor.interventions._patch import wrap
+from advisor.runtime.patching import wrap
 
 NAME = "dataloader-workers"
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import torch
 
-from advisor.interventions._ddp_source import MODEL, START
-from advisor.interventions._patch import in_loading, not_applied, wrap
-from advisor.runner import ranks
+from advisor.runtime import world as ranks_world
+from advisor.runtime.ddp_source import MODEL, START
+from advisor.runtime.patching import in_loading, not_applied, wrap
 
 NAME = "ddp"
 # The same global batch, but its shards' BatchNorm statistics and the sample order change.
@@ -71,7 +71,7 @@ def _source() -> dict:
 
 
 def apply(params) -> None:
-    rank, world = ranks.world()
+    rank, world = ranks_world()
     if world < 2:
         return
     _source()["_ddp_start"]()

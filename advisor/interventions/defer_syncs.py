@@ -23,8 +23,8 @@ import sys
 import torch
 
 from advisor.interventions import deferred
-from advisor.interventions._patch import wrap
-from advisor.runner._util import ADVISOR_DIR, SiteFinder
+from advisor.runtime.patching import wrap
+from advisor.runtime.sites import ADVISOR_DIR, SiteFinder
 
 NAME = "defer-syncs"
 _ADVISOR = ADVISOR_DIR + os.sep

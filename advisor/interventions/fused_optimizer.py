@@ -6,7 +6,7 @@ import inspect
 
 import torch
 
-from advisor.interventions._patch import wrap
+from advisor.runtime.patching import wrap
 
 NAME = "fused-optimizer"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from advisor.interventions._patch import wrap
+from advisor.runtime.patching import wrap
 
 NAME = "one-gpu"
 

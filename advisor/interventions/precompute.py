@@ -12,12 +12,11 @@ checks and after the pass, so the script's own random stream is what it would ha
 
 from __future__ import annotations
 
-import random
 import time
 
 import torch
 
-from advisor.interventions._patch import making_batches, not_applied, wrap
+from advisor.runtime.patching import making_batches, not_applied, restore_rng, rng_states, wrap
 
 NAME = "precompute-samples"
 MAX_BYTES = 4 << 30
@@ -119,25 +118,6 @@ def precompute(dataset) -> Precomputed:
         return Precomputed(dataset, [dataset[i] for i in range(len(dataset))])
     finally:
         restore_rng(states)
-
-
-def rng_states() -> tuple:
-    try:
-        import numpy as np
-
-        np_state = np.random.get_state()
-    except ImportError:
-        np_state = None
-    return torch.get_rng_state(), random.getstate(), np_state
-
-
-def restore_rng(states: tuple) -> None:
-    torch.set_rng_state(states[0])
-    random.setstate(states[1])
-    if states[2] is not None:
-        import numpy as np
-
-        np.random.set_state(states[2])
 
 
 def apply(params) -> None:

@@ -25,8 +25,8 @@ import numbers
 import torch
 
 from advisor.interventions import precompute
-from advisor.interventions._patch import accelerator, making_batches, not_applied, wrap
 from advisor.interventions.epoch_ahead import Speculation, moved
+from advisor.runtime.patching import accelerator, making_batches, not_applied, restore_rng, rng_states, wrap
 
 NAME = "preload-dataset"
 MAX_BYTES = 4 << 30
@@ -137,12 +137,12 @@ def plan(dataset, loader_kwargs: dict, device: torch.device, max_bytes: int = MA
     why = precompute.plan(dataset, max_bytes=max_bytes)
     if why:
         return why.replace("precomputing", "preloading")
-    states = precompute.rng_states()
+    states = rng_states()
     try:
         if not _plain(dataset[0]):
             return "a sample holds values other than tensors, arrays and numbers"
     finally:
-        precompute.restore_rng(states)
+        restore_rng(states)
     return None
 
 
@@ -242,15 +242,15 @@ def _fast_indices_match(loader) -> bool:
     bs = loader.batch_sampler
     if _fast_kind(bs) is None:
         return False
-    states = precompute.rng_states()
+    states = rng_states()
     try:
         want = [list(b) for b in bs]
         after_want = torch.get_rng_state()
-        precompute.restore_rng(states)
+        restore_rng(states)
         got = [b.tolist() for b in _index_batches(bs, torch.device("cpu"))]
         return got == want and torch.equal(torch.get_rng_state(), after_want)
     finally:
-        precompute.restore_rng(states)
+        restore_rng(states)
 
 
 def apply(params) -> None:

@@ -5,7 +5,10 @@ This package writes the source edit a user would make by hand, at the call sites
 observed (config ``where``, docs/internals.md §1), and returns it as text that ``git apply``
 and ``patch -p1`` accept from the directory holding the script (or from ``root``):
 
-    diff, notes = make_patch("train.py", [{"intervention": "set-to-none", "params": {}}], config)
+    diff, notes = advisor.fixes.make_patch("train.py", [{"intervention": "set-to-none", "params": {}}], config)
+
+Each fix holds its own edit (advisor.fixes: ``Fix.edit``, its Transformers and Lightning forms);
+this package is the machinery they share, handed the registry by advisor.fixes.make_patch.
 
 Edits are made on a libcst tree, so formatting and comments survive. Every fix is first
 resolved against the ORIGINAL tree (line numbers → nodes via PositionProvider) and
@@ -23,19 +26,18 @@ from __future__ import annotations
 
 import os
 
-from advisor import fixes as registry  # make_patch's `fixes` is the list to place
-
 from . import frameworks
 from .core import PatchContext, SkipFix
 from .loader_fixes import LR_COMMENT
 
-__all__ = ["LR_COMMENT", "make_patch", "patch_for"]
+__all__ = ["LR_COMMENT", "make_patch"]
 
 
 def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | None = None,
-               *, cwd: str | None = None, executed: dict | None = None,
+               *, registry, cwd: str | None = None, executed: dict | None = None,
                texts: dict | None = None, argv: list[str] | None = None) -> tuple[str, list[dict]]:
-    """Return (unified diff, one note per fix). ``config`` is the child's observed config;
+    """Return (unified diff, one note per fix). ``registry``: the fixes' registry (get, known,
+    trait), whose objects hold the edits. ``config`` is the child's observed config;
     its ``where`` paths are resolved against ``cwd`` (default: the current directory), the
     script's directory and ``root`` (default: the script's directory; diff paths are
     relative to it). ``executed``: the run's executed lines (run.json "executed_lines"):
@@ -46,13 +48,13 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
     script = os.path.realpath(os.path.join(cwd, script_path))
     root = os.path.realpath(os.path.join(cwd, root)) if root else os.path.dirname(script)
     ctx = PatchContext(script=script, root=root, cwd=cwd, config=config or {}, executed=executed or {},
-                      argv=[str(a) for a in argv or []])
+                      argv=[str(a) for a in argv or []], registry=registry)
     notes: list[dict] = []
     try:    # a loop inside transformers' or Lightning's Trainer: fixes are arguments of its call
         framework = frameworks.framework_of(ctx)
     except Exception:  # noqa: BLE001 - detection must never cost the generic edits
         framework = None
-    for fix in _with_required(list(fixes or []), ctx.config):
+    for fix in _with_required(registry, list(fixes or []), ctx.config):
         fix = fix or {}
         name = fix.get("intervention")
         if not registry.known(name):
@@ -74,14 +76,14 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
         if fix.get("required_by"):
             note = {**note, "required_by": fix["required_by"], "why": fix.get("reason")}
         notes.append({"intervention": name, **note})
-    _mark_superseded(notes)
+    _mark_superseded(registry, notes)
     diff = ctx.render(notes)
     if texts is not None:   # the patched files' texts, for advisor.verify
         texts.update(ctx.texts)
     return diff, notes
 
 
-def _mark_superseded(notes: list[dict]) -> None:
+def _mark_superseded(registry, notes: list[dict]) -> None:
     """A kept fix whose arguments a later edit replaced at the same call says so (Fix.supersedes):
     its note listed num_workers=8 while the diff (preload-dataset) wrote num_workers=0."""
     placed = {n.get("intervention") for n in notes if n.get("applied")}
@@ -94,9 +96,7 @@ def _mark_superseded(notes: list[dict]) -> None:
             n["warning"] = f"{n['warning']}; {text}" if n.get("warning") else text
 
 
-patch_for = make_patch
-
-def _with_required(fixes: list[dict], config: dict) -> list[dict]:
+def _with_required(registry, fixes: list[dict], config: dict) -> list[dict]:
     """The fixes, and the edits their edits need as code (Fix.requires), each with the fix that
     required it and why."""
     names = {(f or {}).get("intervention") for f in fixes}

@@ -28,13 +28,10 @@ class SkipFix(Exception):
     """The fix cannot be placed; the message is the note's reason."""
 
 
-def where_key(fix: dict) -> str | None:
+def where_key(ctx: PatchContext, fix: dict) -> str | None:
     """The config key whose call site the fix's own "where" (from its rule) may stand in for,
     when the child did not record one (Fix.where_key)."""
-    from advisor import fixes
-
-    name = fix.get("intervention")
-    return fixes.get(name).where_key if fixes.known(name) else None
+    return ctx.registry.trait(fix.get("intervention"), "where_key", None)
 
 # Order of statements inserted at one anchor.
 PRIO_IMPORT, PRIO_CUDNN, PRIO_TF32, PRIO_CHANNELS_LAST, PRIO_COMPILE, PRIO_INPUT = 0, 10, 20, 30, 40, 50
@@ -143,6 +140,9 @@ class PatchContext:
     texts: dict = field(default_factory=dict)   # rel path → the patched text (render)
     argv: list = field(default_factory=list)    # the script's arguments, as the run had them
     text_edits: dict = field(default_factory=dict)  # a non-Python file's path → {line: new line}
+    # the fixes' registry (advisor.fixes: get, known, trait), handed in by advisor.fixes.make_patch:
+    # each fix holds its edit, this package is the editing machinery they share
+    registry: object = None
     _ran: dict | None = None
 
     def text_edit(self, path: str, line: int, new: str) -> None:
@@ -196,7 +196,7 @@ class PatchContext:
         """The (file, line) of a config site, or None / SkipFix when it was not observed."""
         item = self.config.get(key)
         where = item.get("where") if isinstance(item, dict) else None
-        if not where and where_key(fix) == key:
+        if not where and where_key(self, fix) == key:
             where = fix.get("where")
         if not where:
             if required:

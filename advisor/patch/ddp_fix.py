@@ -10,7 +10,7 @@ DistributedSampler (a new shuffle each epoch) at batch_size // world size, the g
 the script's. A file with its own ``DistributedDataParallel(...)`` call (research code wraps
 its model ``if dist.is_initialized()``) gets no ``_ddp_model``: ``_ddp_start()`` makes its
 branch run. The note gives the launch command. The functions' text is the one the trial
-executes at run time (advisor/interventions/_ddp_source.py, advisor/interventions/ddp.py).
+executes at run time (advisor/runtime/ddp_source.py, advisor/interventions/ddp.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import os
 
 import libcst as cst
 
-from advisor.interventions._ddp_source import LOADER, MODEL, START
+from advisor.runtime.ddp_source import LOADER, MODEL, START
 
 from . import imports
 from .core import PRIO_INPUT, PRIO_TF32, PatchContext, SkipFix, applied, location

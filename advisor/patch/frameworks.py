@@ -19,8 +19,6 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from advisor import fixes as registry
-
 from . import knobs
 from .call_args import (
     code_of,
@@ -241,14 +239,14 @@ def _hf_has(field: str) -> bool:
 
 def _user_site(ctx: PatchContext, fix: dict) -> bool:
     """Whether the fix's own site (the DataLoader, the optimizer) was observed in the user's code."""
-    where = (ctx.config.get(where_key(fix) or "") or {}).get("where")
+    where = (ctx.config.get(where_key(ctx, fix) or "") or {}).get("where")
     return bool(where) and _in_framework(ctx, where) is False
 
 
 def _transformers(ctx: PatchContext, fix: dict, p: dict, calls: list[_Call]) -> dict | None:
     """A fix as TrainingArguments(...) items (Fix.transformers_args); None: not an argument of
     the Trainer's (its generic edit works)."""
-    got = registry.get(fix.get("intervention")).transformers_args(ctx, fix, p, calls)
+    got = ctx.registry.get(fix.get("intervention")).transformers_args(ctx, fix, p, calls)
     if got is None:
         return None
     items, extra = got
@@ -288,7 +286,7 @@ def _fit(ctx: PatchContext, trainers: list[_Call], what: str) -> tuple[SourceFil
 def _lightning(ctx: PatchContext, fix: dict, p: dict, calls: list[_Call]) -> dict | None:
     """A fix as Lightning writes it (Fix.lightning_edit); None: the user's own code (generic)."""
     trainers = [c for c in calls if c.kind == "trainer"]
-    return registry.get(fix.get("intervention")).lightning_edit(ctx, fix, p, trainers)
+    return ctx.registry.get(fix.get("intervention")).lightning_edit(ctx, fix, p, trainers)
 
 
 def edit(ctx: PatchContext, fix: dict, params: dict, framework: str | None = None) -> dict | None:

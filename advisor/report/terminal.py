@@ -167,7 +167,7 @@ def print_summary(doc: dict, console: Console) -> None:
         console.print(f"run it with {escape(change['flag'])} {escape(str(change['to']))} "
                       f"(the command line gave {escape(str(change['from']))})")
     if isinstance(patch.get("verification"), dict):
-        from advisor.verify import shortfalls
+        from advisor.report.verification import shortfalls
         v = patch["verification"]
         style = "green" if v.get("status") == "verified" else "yellow"
         console.print(f"[{style}]{escape(verification_line(v))}[/]")
@@ -199,10 +199,10 @@ def sandbox_line(sb) -> str | None:
 
 
 def verification_line(v: dict) -> str:
-    """patch.verification in one line (advisor.verify.summary_line), or why it was skipped."""
+    """patch.verification in one line (report.verification.summary_line), or why it was skipped."""
     if v.get("status") == "skipped":
         return f"fixes.patch not verified: {v.get('reason') or 'skipped'}"
-    from advisor.verify import summary_line
+    from advisor.report.verification import summary_line
 
     return summary_line(v)
 

@@ -195,7 +195,7 @@ def patch_view(doc: dict, run_dir: Path | None) -> dict | None:
     verification = None
     if v:
         from advisor.report.terminal import verification_line
-        from advisor.verify import shortfalls
+        from advisor.report.verification import shortfalls
 
         # a check that did not take names what it expected and saw; "?" where run.json lacks it
         v = {**v, "checks": [{"fix": "?", "expected": "?", "observed": "?", **c} for c in v.get("checks") or []]}

@@ -29,11 +29,11 @@ def _main() -> None:
             session,  # light: torch is imported by install() below
         )
         from advisor.runner._util import (
-            ADVISOR_DIR,
             flush_std,
             take_parent_pid,
             wait_line,
         )
+        from advisor.runtime.sites import ADVISOR_DIR
         take_parent_pid()
     finally:
         try:

@@ -23,6 +23,7 @@ from advisor.runner.profiling import Profiling
 from advisor.runner.ranges import Ranges
 from advisor.runner.reporting import Reporting
 from advisor.runner.window import Window, settle_steps
+from advisor.runtime import world
 
 
 class StopScript(BaseException):
@@ -36,7 +37,7 @@ class Controller(Profiling, Reporting):
         base_dir = os.path.abspath(spec["run_dir"])  # the script may chdir
         # Under torch.distributed.run every rank has a runner; rank r > 0 writes under ranks/
         # (only when advisor launched them: a run of advisor itself under torchrun is one process)
-        self.rank, self.world_size = ranks.world() if ranks.nproc(spec) > 1 else (0, 1)
+        self.rank, self.world_size = world() if ranks.nproc(spec) > 1 else (0, 1)
         self.run_dir = ranks.rank_dir(base_dir, self.rank)
         os.makedirs(self.run_dir, exist_ok=True)
         self.run_name = spec.get("run_name") or "baseline"

@@ -21,10 +21,10 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
-from advisor.interventions._patch import in_loading, loading
 from advisor.runner._util import Patcher
 from advisor.runner.copies import CopyHooks
 from advisor.runner.observe import first_tensor
+from advisor.runtime.patching import in_loading, loading
 
 _is_compiling = torch.compiler.is_compiling
 _get_ident = threading.get_ident

@@ -11,8 +11,9 @@ from collections.abc import Mapping
 import torch
 
 from advisor.runner import dali_use, environment, loaders, placement
-from advisor.runner._util import Patcher, SiteFinder
+from advisor.runner._util import Patcher
 from advisor.runner.placement import memory_format_of
+from advisor.runtime.sites import SiteFinder
 
 TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 

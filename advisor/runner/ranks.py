@@ -20,14 +20,6 @@ import os
 from advisor.runner._util import read_json
 
 
-def world() -> tuple[int, int]:
-    """(rank, world size) from torchrun's environment; (0, 1) for a single process."""
-    try:
-        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return 0, 1
-
-
 def rank_dir(run_dir: str, rank: int) -> str:
     """Where rank ``rank`` writes its child.json and progress.jsonl."""
     return run_dir if rank == 0 else os.path.join(run_dir, "ranks", f"rank{rank}")

@@ -29,7 +29,7 @@ def install(spec: dict):
     from advisor.runner.controller import Controller
 
     ctl = Controller(spec)
-    from advisor.interventions import _patch
+    from advisor.runtime import patching as _patch
 
     _patch.set_note_sink(ctl.note)   # what a fix finds at run time that it cannot apply
     if hasattr(os, "register_at_fork"):
@@ -81,7 +81,7 @@ def _forget() -> None:
     global _SESSION
     _SESSION = None
     try:
-        from advisor.interventions import _patch
+        from advisor.runtime import patching as _patch
 
         _patch.set_note_sink(None)
     except Exception:
@@ -160,12 +160,12 @@ def _apply_interventions(ctl, items: list) -> None:
     a failure is a note (the trial then shows it did not apply) and the run goes on."""
     if not items:
         return
-    from advisor import interventions
+    from advisor import fixes
 
     for item in items:
         name = item.get("name") if isinstance(item, dict) else str(item)
         try:
-            ctl.interventions_applied.extend(interventions.apply_all([item]))
+            ctl.interventions_applied.extend(fixes.apply_all([item]))
         except Exception as e:
             from advisor.runner._util import one_line_exception
 

@@ -7,7 +7,7 @@ import statistics
 from typing import NamedTuple
 
 from advisor import measure
-from advisor.interventions import NOT_APPLIED
+from advisor.runtime import NOT_APPLIED
 
 
 class Verdict(NamedTuple):

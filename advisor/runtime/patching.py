@@ -1,15 +1,14 @@
-"""Patching helpers shared by the interventions (child process only)."""
+"""Patching helpers shared by the interventions and the runner (child process only)."""
 
 from __future__ import annotations
 
 import functools
+import random
 import threading
 
 import torch
 
-from advisor.interventions import (
-    NOT_APPLIED,  # torch-free, for the ladder in the parent
-)
+from advisor.runtime import NOT_APPLIED  # torch-free, for the ladder in the parent
 
 _state = threading.local()
 
@@ -146,3 +145,24 @@ def not_applied(name: str, reason: str) -> None:
             _note_sink(f"{NOT_APPLIED} {name}: {reason}")
     except Exception:
         pass
+
+
+def rng_states() -> tuple:
+    """The random states a probe of the user's dataset may draw from (torch, random, numpy)."""
+    try:
+        import numpy as np
+
+        np_state = np.random.get_state()
+    except ImportError:
+        np_state = None
+    return torch.get_rng_state(), random.getstate(), np_state
+
+
+def restore_rng(states: tuple) -> None:
+    """Put back what rng_states() saved: the script's own random stream is what it would have been."""
+    torch.set_rng_state(states[0])
+    random.setstate(states[1])
+    if states[2] is not None:
+        import numpy as np
+
+        np.random.set_state(states[2])

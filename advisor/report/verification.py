@@ -1,0 +1,30 @@
+"""patch.verification (advisor.verify's result) in words, for the terminal and the HTML report."""
+
+from __future__ import annotations
+
+
+def summary_line(v: dict) -> str:
+    """The headline, in words: "verified as plain python: 1,234 samples/s (2.40x, 96% of the stack)"."""
+    status = v.get("status")
+    if status in ("not applied", "failed"):
+        return f"fixes.patch as plain python: {status} ({v.get('error')})"
+    parts = []
+    if v.get("speedup_vs_baseline"):
+        parts.append(f"{v['speedup_vs_baseline']:.2f}x")
+    if v.get("of_stack"):
+        parts.append(f"{v['of_stack'] * 100:.0f}% of the stack")
+    rate = f"{v.get('samples_per_s') or 0:,.0f} samples/s"
+    head = "verified as plain python" if status == "verified" else "fixes.patch as plain python falls short"
+    return f"{head}: {rate} ({', '.join(parts)})" if parts else f"{head}: {rate}"
+
+
+def shortfalls(v: dict) -> list[str]:
+    """What did not take, each with its place in the user's files."""
+    out = []
+    for c in v.get("checks") or []:
+        if c.get("took_effect") is False:
+            at = f" at {c['where']}" if c.get("where") else ""
+            why = f": {c['reason']}" if c.get("reason") else ""
+            out.append(f"{c['fix']}: the edit{at} did not take effect (expected {c['expected']}, "
+                       f"observed {c['observed']}){why}")
+    return out

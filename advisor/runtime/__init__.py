@@ -1,0 +1,23 @@
+"""What the fixes' run-time parts (advisor.interventions), the DALI planner and the runner share
+inside the script's process: the patching helpers (patching.py, torch imported), the call-site
+finder (sites.py), the ddp fix's source text (ddp_source.py). Nothing here imports the runner,
+the fixes or the interventions, so each of them can build on it.
+
+This module stays torch-free: the trials ladder reads NOT_APPLIED in the parent process.
+"""
+
+from __future__ import annotations
+
+import os
+
+# The note an intervention leaves when it finds at run time that it cannot apply
+# (patching.not_applied); the trials ladder (parent process, no torch) reads it.
+NOT_APPLIED = "intervention not applied:"
+
+
+def world() -> tuple[int, int]:
+    """(rank, world size) from torchrun's environment; (0, 1) for a single process."""
+    try:
+        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 0, 1
