@@ -7,6 +7,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent / "advisor"
 
 
@@ -95,3 +97,11 @@ def test_the_cycle_finder_finds_a_cycle():
     graph = {"a": {"b": ["x:1"]}, "b": {"c": ["x:2"]}, "c": {"a": ["x:3"]}, "d": {"a": ["x:4"]}}
     assert cycles(graph) == [["a", "b", "c"]]
     assert cycles({"a": {"b": []}, "b": {}}) == []
+
+
+def test_every_package_ships():
+    """A package missing from pyproject's list works in an editable install and is absent from a wheel."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    listed = set(tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT.parent).parts) for p in ROOT.rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
