@@ -8,7 +8,6 @@ import collections
 import pytest
 
 from advisor import pipeline, trials
-from advisor.trials import ceiling, ladder as ladder_module
 from advisor.trials.candidates import expand
 from advisor.trials.verdicts import UNMEASURED_REGIME_GAIN, retime_reference
 
@@ -24,7 +23,7 @@ def _finding(fix: str, gain: float) -> dict:
     return {"code": "ADV000", "estimated_gain_ms": gain, "fix": {"intervention": fix}}
 
 
-def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environment: dict | None = None,
+def ladder(tmp_path, speeds: dict, findings: list[dict], environment: dict | None = None,
            baseline: dict | None = None, rules: list[dict] | None = None, idle: dict | None = None,
            only: set[str] | None = None, lookahead: int | None = None, with_ceiling: bool = False,
            interrupted=None):
@@ -35,9 +34,6 @@ def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environmen
     it, default unknown); else trials leave none. Returns
     (result, calls: [(process name, stack keys, profiled)], progress lines)."""
     calls, lines, seen = [], [], {}
-    if rules is not None:  # a list: found on every trace; a callable: of the trace's stack keys
-        monkeypatch.setattr(pipeline, "run_findings", lambda model, analysis, *a, **k: (
-            rules(analysis["keys"]) if callable(rules) else rules, []))
 
     def traced(keys, ms):
         if rules is None:
@@ -47,29 +43,34 @@ def ladder(tmp_path, monkeypatch, speeds: dict, findings: list[dict], environmen
             {"step_time_ms": ms, "breakdown": {"gpu_idle": share * ms}}
         return {**analysis, "keys": keys}, object()
 
-    def fake_run(ctx, name, stack, profile=True, guesses=None):
-        keys = tuple(c.key for c in stack)
-        calls.append((name, keys, profile, [(n, tuple(c.key for c in s), p) for n, s, p in guesses or []]))
-        got = speeds[keys]
-        if isinstance(got, dict):
-            return (got, *traced(keys, None))
-        i = seen.get(keys, 0)
-        seen[keys] = i + 1
-        ms = got[min(i, len(got) - 1)]
-        if isinstance(ms, dict):
-            return (ms, *traced(keys, None))
-        return (_timed(ms), *traced(keys, ms))
+    class Fake(trials.TrialRunner):
+        def process(self, ctx, name, stack, profile=True, guesses=None):
+            keys = tuple(c.key for c in stack)
+            calls.append((name, keys, profile, [(n, tuple(c.key for c in s), p) for n, s, p in guesses or []]))
+            got = speeds[keys]
+            if isinstance(got, dict):
+                return (got, *traced(keys, None))
+            i = seen.get(keys, 0)
+            seen[keys] = i + 1
+            ms = got[min(i, len(got) - 1)]
+            if isinstance(ms, dict):
+                return (ms, *traced(keys, None))
+            return (_timed(ms), *traced(keys, ms))
 
-    monkeypatch.setattr(ladder_module, "_run", fake_run)
-    if not with_ceiling:  # the data-free ceiling's process after the ladder (its own test below)
-        monkeypatch.setattr(ceiling, "measure_ceiling", lambda ladder: None)
+        def findings(self, model, analysis, *a, **k):
+            # rules: a list found on every trace; a callable of the trace's stack keys
+            return rules(analysis["keys"]) if callable(rules) else rules
+
+        def ceiling(self, after):   # the data-free ceiling's process after the ladder (its own test below)
+            return super().ceiling(after) if with_ceiling else None
+
     baseline = baseline or _timed(100.0)
     if lookahead:  # guesses need a script that uses CUDA before its first step
         baseline = {**baseline, "startup": {"cuda_init": 1.0, "first_step": 2.0}}
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
                               baseline=baseline, baseline_findings=findings,
                               environment=environment or {}, progress=lines.append, only=only,
-                              lookahead=lookahead, interrupted=interrupted)
+                              lookahead=lookahead, interrupted=interrupted, runner=Fake())
     return trials.run_trials(ctx), calls, lines
 
 
@@ -77,9 +78,9 @@ def _rec(result, prefix: str) -> dict:
     return next(t for t in result["trials"] if t["name"].startswith(prefix))
 
 
-def test_a_kept_fix_with_a_large_gain_is_not_timed_again(tmp_path, monkeypatch):
+def test_a_kept_fix_with_a_large_gain_is_not_timed_again(tmp_path):
     speeds = {(): [101.0], ("set-to-none",): [50.0], ("set-to-none", "channels-last"): [49.9]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds,
+    result, calls, _ = ladder(tmp_path, speeds,
                               [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)])
     # +100% against a 3% threshold: the kept stack is not re-run; the next trial is judged
     # against its one run, and its -0.2% is far from any threshold
@@ -101,10 +102,10 @@ def test_a_kept_fix_with_a_large_gain_is_not_timed_again(tmp_path, monkeypatch):
     (30.0, 27.0, False, "+11.1%: over 9% and twice the threshold"),
 ])
 def test_a_one_run_reference_is_timed_again_only_when_the_verdict_could_turn_on_it(
-        tmp_path, monkeypatch, kept_ms, trial_ms, again, why):
+        tmp_path, kept_ms, trial_ms, again, why):
     speeds = {(): [101.0], ("set-to-none",): [kept_ms, kept_ms * 1.005],
               ("set-to-none", "channels-last"): [trial_ms]}
-    result, calls, lines = ladder(tmp_path, monkeypatch, speeds,
+    result, calls, lines = ladder(tmp_path, speeds,
                                   [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)], lookahead=2)
     names = [c[0] for c in calls]
     assert "01-set-to-none-repeat" not in names  # never a repeat right after a kept fix
@@ -123,12 +124,12 @@ def test_a_one_run_reference_is_timed_again_only_when_the_verdict_could_turn_on_
     assert nxt["status"] == expect
 
 
-def test_an_unsure_verdict_on_another_regimes_noise_is_settled_by_the_reference_alone(tmp_path, monkeypatch):
+def test_an_unsure_verdict_on_another_regimes_noise_is_settled_by_the_reference_alone(tmp_path):
     # The baseline pair spreads 25% (loader-bound); the kept stack runs 5x faster, where
     # nothing was timed twice: its +11% trial is "unsure" against a 50% threshold. Timing
     # the reference alone gives its regime a noise of its own (0.5%): accepted, no rounds.
     speeds = {(): [125.0], ("set-to-none",): [20.0, 20.1], ("set-to-none", "channels-last"): [18.0]}
-    result, calls, lines = ladder(tmp_path, monkeypatch, speeds,
+    result, calls, lines = ladder(tmp_path, speeds,
                                   [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)])
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "02-channels-last",
                                      "02-channels-last-reference"]
@@ -138,12 +139,12 @@ def test_an_unsure_verdict_on_another_regimes_noise_is_settled_by_the_reference_
     assert any("no noise of its own regime" in line for line in lines)
 
 
-def test_a_marginal_trial_against_a_two_run_reference_gets_confirmation_rounds(tmp_path, monkeypatch):
+def test_a_marginal_trial_against_a_two_run_reference_gets_confirmation_rounds(tmp_path):
     # the baseline has its pair (noise 10%, threshold 17.3% for 1 vs 2): +14% is unsure; the
     # reference and the trial are timed again alternately, as before, with no separate
     # reference re-run; pooled, +12.2% clears the 8.5% threshold of 2 runs vs 3
     speeds = {(): [110.0, 100.0], ("set-to-none",): [92.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 10.0)], lookahead=2)
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 10.0)], lookahead=2)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "01-set-to-none-confirm1-reference",
                                      "01-set-to-none-confirm1"]
     rec = _rec(result, "01-")
@@ -177,9 +178,9 @@ def test_compile_default_is_the_fallback_of_reduce_overhead_on_a_gpu():
     assert preload.fallback.key == "precompute-samples" and set(preload.fallback_when) == {"skipped", "failed"}
 
 
-def test_default_compile_is_not_trialled_after_reduce_overhead_was_accepted(tmp_path, monkeypatch):
+def test_default_compile_is_not_trialled_after_reduce_overhead_was_accepted(tmp_path):
     speeds = {(): [101.0], (RO,): [50.0], (DEFAULT,): [60.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 10.0)], {"gpu_count": 1})
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("torch-compile", 10.0)], {"gpu_count": 1})
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-torch-compile-reduce-overhead"]
     assert not any(DEFAULT in c[1] for c in calls)
     assert result["stack"] == [{"name": "torch-compile", "params": {"mode": "reduce-overhead"}}]
@@ -187,9 +188,9 @@ def test_default_compile_is_not_trialled_after_reduce_overhead_was_accepted(tmp_
 
 @pytest.mark.parametrize("ro", [[110.0], {"status": "failed", "incomplete_reasons": ["exit code 1"]}],
                          ids=["rejected", "crashed"])
-def test_default_compile_is_trialled_when_reduce_overhead_is_not_accepted(tmp_path, monkeypatch, ro):
+def test_default_compile_is_trialled_when_reduce_overhead_is_not_accepted(tmp_path, ro):
     speeds = {(): [101.0], (RO,): ro, (DEFAULT,): [60.0]}
-    result, calls, lines = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 10.0)], {"gpu_count": 1})
+    result, calls, lines = ladder(tmp_path, speeds, [_finding("torch-compile", 10.0)], {"gpu_count": 1})
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-torch-compile-reduce-overhead",
                                      "02-torch-compile-default"]
     assert _rec(result, "01-")["status"] == ("rejected" if isinstance(ro, list) else "failed")
@@ -202,17 +203,17 @@ def test_default_compile_is_trialled_when_reduce_overhead_is_not_accepted(tmp_pa
     ({"status": "failed", "incomplete_reasons": ["CUDA out of memory"]}, True),
     ([110.0], False),  # ran and was not faster: precompute removes only part of what it did
 ])
-def test_precompute_is_the_fallback_of_a_preload_that_crashed_not_of_a_slow_one(tmp_path, monkeypatch, preload, fallback):
+def test_precompute_is_the_fallback_of_a_preload_that_crashed_not_of_a_slow_one(tmp_path, preload, fallback):
     base = dict(_timed(100.0), config={"dataloader": {"value": {"batch_size": 8}}})
     speeds = {(): [101.0], ("preload-dataset",): preload, ("precompute-samples",): [70.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("preload-dataset", 10.0)], {"gpu_count": 1}, base)
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("preload-dataset", 10.0)], {"gpu_count": 1}, base)
     names = [c[0] for c in calls]
     assert names[:2] == ["00-baseline-repeat", "01-preload-dataset"]
     assert (names[2:] == ["02-precompute-samples"]) is fallback and len(names) == 2 + fallback
 
 
 def test_a_fix_rejected_while_another_bottleneck_ruled_is_tried_again_once_the_stack_is_much_faster(
-        tmp_path, monkeypatch):
+        tmp_path):
     """A fix cannot pay while another cost rules the step (defer-syncs while the step waits
     for data: on an H100 it was rejected twice there and never came back). Once kept
     fixes make the stack rungs.RETRY_SPEEDUP times faster, a fix rejected as not faster that the
@@ -221,7 +222,7 @@ def test_a_fix_rejected_while_another_bottleneck_ruled_is_tried_again_once_the_s
               ("set-to-none", "channels-last"): [89.5], ("set-to-none", "tf32"): [40.0],
               ("set-to-none", "tf32", "channels-last"): [30.0]}
     # the rules (on every kept stack's trace) keep proposing the same fixes
-    result, _, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("channels-last", 5.0), _finding("set-to-none", 3.0)],
+    result, _, _ = ladder(tmp_path, speeds, [_finding("channels-last", 5.0), _finding("set-to-none", 3.0)],
                           rules=[_finding("channels-last", 5.0), _finding("tf32", 1.0)])
     names = [t["name"] for t in result["trials"]]
     # rejected at 100 ms; not retried after set-to-none (90 ms: not 1.5x faster); retried
@@ -238,27 +239,27 @@ PAIR = "channels-last + amp(dtype=bfloat16)"
 RIDE = f"{RO} + amp(dtype=bfloat16)"
 
 
-def test_a_fix_rejected_on_a_busy_gpu_is_tried_again_once_the_gpu_bounds_it(tmp_path, monkeypatch):
+def test_a_fix_rejected_on_a_busy_gpu_is_tried_again_once_the_gpu_bounds_it(tmp_path):
     """AMP rejected with the GPU idle 45% of the step (not host-bound: it does not ride with
     compile); compile then takes the idle share to 20% while the step gets only 1.4x faster:
     the bottleneck moved, so AMP runs again."""
     amp, ro = "amp(dtype=bfloat16)", RO
     speeds = {(): [100.0], (amp,): [101.0], (ro,): [70.0], (ro, amp): [50.0]}
     idle = {(amp,): 0.45, (ro,): 0.2, (ro, amp): 0.1}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
                               environment={"gpu_count": 1}, rules=[_finding("amp", 5.0)], idle=idle)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-amp", "02-torch-compile-reduce-overhead", "03-amp"]
     assert _rec(result, "03-")["status"] == "accepted"
     assert "tried again after the stack changed" in _rec(result, "03-")["reason"]
 
 
-def test_a_fix_rejected_on_a_host_bound_step_rides_with_compile(tmp_path, monkeypatch):
+def test_a_fix_rejected_on_a_host_bound_step_rides_with_compile(tmp_path):
     """AMP cannot show while the host bounds the step (the GPU idles 70% of it): it is
     trialled together with torch-compile, in one process that compiles one graph, not in a
     compiled process of its own after compile's (48.6 s for that one on an H100)."""
     amp = "amp(dtype=bfloat16)"
     speeds = {(): [100.0], (amp,): [101.0], (RIDE,): [45.0]}
-    result, calls, lines = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
+    result, calls, lines = ladder(tmp_path, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
                                   environment={"gpu_count": 1}, rules=[_finding("amp", 5.0)],
                                   idle={(amp,): 0.7, (RIDE,): 0.1}, lookahead=2)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-amp", "02-torch-compile-reduce-overhead+amp"]
@@ -270,7 +271,7 @@ def test_a_fix_rejected_on_a_host_bound_step_rides_with_compile(tmp_path, monkey
     assert calls[2][:3] in calls[1][3]  # and it was guessed while AMP ran
 
 
-def test_compile_runs_alone_when_its_riders_do_not_pay_and_they_are_not_tried_again(tmp_path, monkeypatch):
+def test_compile_runs_alone_when_its_riders_do_not_pay_and_they_are_not_tried_again(tmp_path):
     """On a host-bound NCHW conv net channels_last + AMP and channels_last alone were both
     rejected: both ride with compile. That rung rejected, compile runs alone (its fallback)
     and is kept; the riders had their retry with it and do not come back."""
@@ -278,7 +279,7 @@ def test_compile_runs_alone_when_its_riders_do_not_pay_and_they_are_not_tried_ag
     ride = f"{RO} + channels-last + amp(dtype=bfloat16)"
     speeds = {(): [100.0], (PAIR,): [101.0], ("channels-last",): [99.5], (ride,): [104.0], (RO,): [70.0]}
     idle = {(PAIR,): 0.7, ("channels-last",): 0.7, (ride,): 0.6, (RO,): 0.1}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
                               environment={"gpu_count": 1}, baseline=base, rules=[_finding("amp", 5.0)], idle=idle,
                               lookahead=3)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-channels-last+amp", "02-channels-last",
@@ -293,13 +294,13 @@ def test_compile_runs_alone_when_its_riders_do_not_pay_and_they_are_not_tried_ag
     assert ("03-torch-compile-reduce-overhead+channels-last+amp", (ride,), True) in calls[2][3], calls[2][3]
 
 
-def test_no_retry_while_the_bottleneck_stays(tmp_path, monkeypatch):
+def test_no_retry_while_the_bottleneck_stays(tmp_path):
     """TF32 makes the step 2x faster, the GPU as idle as before, and compile is still
     to come: AMP (rejected host-bound) is not tried again on its own, it rides with compile."""
     amp = "amp(dtype=bfloat16)"
     speeds = {(): [100.0], (amp,): [101.0], ("tf32",): [50.0], ("tf32", amp): [50.5],
               ("tf32", RIDE): [20.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("tf32", 2.0),
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("amp", 5.0), _finding("tf32", 2.0),
                                                             _finding("torch-compile", 1.0)],
                               environment={"gpu_count": 1}, rules=[_finding("amp", 5.0), _finding("torch-compile", 1.0)],
                               idle={(amp,): 0.7, ("tf32",): 0.6})
@@ -308,7 +309,7 @@ def test_no_retry_while_the_bottleneck_stays(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("conv_format,paired", [("contiguous", True), (None, False), ("channels_last", False)])
-def test_amp_on_nchw_convolutions_is_trialled_with_channels_last(tmp_path, monkeypatch, conv_format, paired):
+def test_amp_on_nchw_convolutions_is_trialled_with_channels_last(tmp_path, conv_format, paired):
     """bf16 convolutions want NHWC: AMP alone on an NCHW conv net, and channels_last alone in
     fp32, may each measure no faster (on an H100 under torch.compile: -1.5% and +1.5%)
     while both together are the tuned recipe. On such a model AMP and channels_last run as one
@@ -317,7 +318,7 @@ def test_amp_on_nchw_convolutions_is_trialled_with_channels_last(tmp_path, monke
     base = {**_timed(100.0), "config": {"parameters": {"value": {"conv_memory_format": conv_format}}}}
     speeds = {(): [100.0], ("amp(dtype=bfloat16)",): [110.0], (PAIR,): [50.0], ("set-to-none",): [99.5],
               (PAIR, "set-to-none"): [49.8]}
-    result, calls, lines = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("set-to-none", 1.0)],
+    result, calls, lines = ladder(tmp_path, speeds, [_finding("amp", 5.0), _finding("set-to-none", 1.0)],
                                   baseline=base)
     names = [t["name"] for t in result["trials"]]
     if paired:
@@ -330,24 +331,24 @@ def test_amp_on_nchw_convolutions_is_trialled_with_channels_last(tmp_path, monke
         assert result["stack"] == []
 
 
-def test_a_queued_channels_last_joins_amp_and_runs_alone_when_the_pair_is_not_kept(tmp_path, monkeypatch):
+def test_a_queued_channels_last_joins_amp_and_runs_alone_when_the_pair_is_not_kept(tmp_path):
     """channels_last proposed by a rule joins AMP's rung (not run twice); the pair rejected,
     channels_last is tried alone (in fp32 NHWC can still pay)."""
     base = {**_timed(100.0), "config": {"parameters": {"value": {"conv_memory_format": "contiguous"}}}}
     speeds = {(): [100.0], (PAIR,): [104.0], ("channels-last",): [80.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("channels-last", 1.0)],
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("amp", 5.0), _finding("channels-last", 1.0)],
                               baseline=base)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-channels-last+amp", "02-channels-last"]
     assert _rec(result, "01-")["status"] == "rejected" and _rec(result, "02-")["status"] == "accepted"
     assert _rec(result, "02-")["origin"] == "ADV000"  # the rule's own candidate
 
 
-def test_torch_compile_waits_until_the_other_fixes_were_tried(tmp_path, monkeypatch):
+def test_torch_compile_waits_until_the_other_fixes_were_tried(tmp_path):
     """Every trial after compile pays a new compile: it goes after the other queued fixes,
     whatever its estimated gain, and before the batch-size trials measured apart."""
     speeds = {(): [100.0], ("tf32",): [80.0], ("tf32", RO): [40.0], ("tf32", RO, "batch-size(factor=2)"): [70.0]}
     base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds,
+    result, calls, _ = ladder(tmp_path, speeds,
                               [_finding("torch-compile", 50.0), _finding("batch-size", 30.0), _finding("tf32", 5.0)],
                               environment={"gpu_count": 1}, baseline=base)
     assert [c[0] for c in calls][:3] == ["00-baseline-repeat", "01-tf32", "02-torch-compile-reduce-overhead"]
@@ -357,13 +358,13 @@ def test_torch_compile_waits_until_the_other_fixes_were_tried(tmp_path, monkeypa
 BUNDLE = "set-to-none + cudnn-benchmark + fused-optimizer"
 
 
-def test_small_safe_fixes_are_trialled_together_as_one_rung(tmp_path, monkeypatch):
+def test_small_safe_fixes_are_trialled_together_as_one_rung(tmp_path):
     """set_to_none, cudnn.benchmark and fused optimizers are worth a few % each, inside the
     noise one at a time: the queued ones run as one trial, and when it is kept the stack holds
     each of them (the patch writes each edit)."""
     base = {**_timed(100.0), "config": {"optimizer": {"value": {"class": "SGD"}}}}
     speeds = {(): [100.0], ("tf32",): [60.0], ("tf32", BUNDLE): [52.0]}
-    result, calls, lines = ladder(tmp_path, monkeypatch, speeds,
+    result, calls, lines = ladder(tmp_path, speeds,
                                   [_finding("tf32", 20.0), _finding("set-to-none", 3.0),
                                    _finding("cudnn-benchmark", 2.0), _finding("fused-optimizer", 1.0)], baseline=base)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-tf32", "02-set-to-none+cudnn-benchmark+fused-optimizer"]
@@ -374,22 +375,22 @@ def test_small_safe_fixes_are_trialled_together_as_one_rung(tmp_path, monkeypatc
     assert any("trialled together" in line for line in lines)
 
 
-def test_named_fixes_are_measured_each_on_their_own(tmp_path, monkeypatch):
+def test_named_fixes_are_measured_each_on_their_own(tmp_path):
     """--fix names what to trial: no bundle, and no partner the user did not name."""
     base = {**_timed(100.0), "config": {"parameters": {"value": {"conv_memory_format": "contiguous"}}}}
     speeds = {(): [100.0], ("set-to-none",): [90.0], ("set-to-none", "cudnn-benchmark"): [80.0],
               ("set-to-none", "cudnn-benchmark", "amp(dtype=bfloat16)"): [70.0]}
-    _, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0),
+    _, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0),
                                                           _finding("amp", 1.0)],
                          baseline=base, only={"set-to-none", "cudnn-benchmark", "amp"})
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark", "03-amp"]
 
 
-def test_a_bundle_leaves_out_a_member_that_cannot_apply(tmp_path, monkeypatch):
+def test_a_bundle_leaves_out_a_member_that_cannot_apply(tmp_path):
     """No optimizer observed: fused-optimizer is recorded as skipped, with why, and the others
     still run together."""
     speeds = {(): [100.0], ("set-to-none + cudnn-benchmark",): [90.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds,
+    result, calls, _ = ladder(tmp_path, speeds,
                               [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0),
                                _finding("fused-optimizer", 1.0)])
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none+cudnn-benchmark"]
@@ -397,26 +398,26 @@ def test_a_bundle_leaves_out_a_member_that_cannot_apply(tmp_path, monkeypatch):
     assert "optimizer" in _rec(result, "fused-optimizer")["reason"]
 
 
-def test_a_member_refused_in_the_child_is_named_in_the_verdict(tmp_path, monkeypatch):
+def test_a_member_refused_in_the_child_is_named_in_the_verdict(tmp_path):
     """A member that declined at run time (notes) does not void the rung: the verdict rests on
     the others and says which one did not apply."""
     from advisor.runtime.patching import NOT_APPLIED
 
     refused = {**_timed(90.0), "notes": [f"{NOT_APPLIED} cudnn-benchmark: the script sets it itself"]}
     speeds = {(): [100.0], ("set-to-none + cudnn-benchmark",): refused}
-    result, _, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0)])
+    result, _, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0)])
     rung = _rec(result, "01-")
     assert rung["status"] == "accepted"
     assert "cudnn-benchmark did not apply: the script sets it itself" in rung["reason"]
 
 
-def test_a_rejected_bundle_comes_back_once_the_stack_is_much_faster(tmp_path, monkeypatch):
+def test_a_rejected_bundle_comes_back_once_the_stack_is_much_faster(tmp_path):
     """Rejected as not faster, a bundle's members are proposed again (by the rules, one by
     one) after the stack runs rungs.RETRY_SPEEDUP times faster, and run together again."""
     speeds = {(): [100.0], ("set-to-none + cudnn-benchmark",): [99.0], ("tf32",): [40.0],
               ("tf32", "set-to-none + cudnn-benchmark"): [30.0]}
     found = [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0), _finding("tf32", 1.0)]
-    result, _, _ = ladder(tmp_path, monkeypatch, speeds, found, rules=found)
+    result, _, _ = ladder(tmp_path, speeds, found, rules=found)
     names = [t["name"] for t in result["trials"]]
     assert names == ["00-baseline-repeat", "01-set-to-none+cudnn-benchmark", "02-tf32",
                      "03-set-to-none+cudnn-benchmark"]
@@ -425,23 +426,25 @@ def test_a_rejected_bundle_comes_back_once_the_stack_is_much_faster(tmp_path, mo
 
 
 @pytest.mark.parametrize("x2_step_ms,runs_x4", [(120.0, True), (198.0, False)])
-def test_batch_size_x4_runs_only_after_x2_paid(tmp_path, monkeypatch, x2_step_ms, runs_x4):
+def test_batch_size_x4_runs_only_after_x2_paid(tmp_path, x2_step_ms, runs_x4):
     """Batch-size factors are measured apart, on top of the kept fixes; x4 only when x2 was
     faster beyond the threshold per sample (twice the batch in 120 ms against 8 samples in
     100 ms: +67%; in 198 ms: +1%)."""
     base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}}
     step_ms = {(): 100.0, ("batch-size(factor=2)",): x2_step_ms, ("batch-size(factor=4)",): 200.0}
 
-    def timed_batch(ctx, name, stack, profile=True, guesses=None):
-        keys = tuple(c.key for c in stack)
-        factor = stack[-1].params.get("factor", 1) if stack else 1
-        return _timed(step_ms[keys], batch=8 * factor), None, None
+    class TimedBatch(trials.TrialRunner):
+        def process(self, ctx, name, stack, profile=True, guesses=None):
+            keys = tuple(c.key for c in stack)
+            factor = stack[-1].params.get("factor", 1) if stack else 1
+            return _timed(step_ms[keys], batch=8 * factor), None, None
 
-    monkeypatch.setattr(ladder_module, "_run", timed_batch)
-    monkeypatch.setattr(ceiling, "measure_ceiling", lambda ladder: None)
+        def ceiling(self, after):
+            return None
+
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
                               baseline=base, environment={}, progress=lambda s: None,
-                              baseline_findings=[_finding("batch-size", 1.0)])
+                              baseline_findings=[_finding("batch-size", 1.0)], runner=TimedBatch())
     result = trials.run_trials(ctx)
     x2, x4 = _rec(result, "apart-batch-size-x2"), _rec(result, "apart-batch-size-x4")
     if runs_x4:
@@ -451,7 +454,7 @@ def test_batch_size_x4_runs_only_after_x2_paid(tmp_path, monkeypatch, x2_step_ms
         assert x4["status"] == "not run" and "was not faster" in x4["reason"]
 
 
-def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatch):
+def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path):
     """advisor.trials.lookahead: with each process the ladder names the trials likely to come next
     (the next rung if this fix is kept, and if it is not), by its own choice of rungs (pairs,
     bundles, compile last, batch size apart). Here the rules propose nothing new after a kept
@@ -464,7 +467,7 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatc
               (PAIR, RO, "batch-size(factor=4)"): _timed(90.0, batch=32)}
     findings = [_finding("amp", 5.0), _finding("set-to-none", 1.0), _finding("cudnn-benchmark", 0.5),
                 _finding("torch-compile", 0.2), _finding("batch-size", 0.1)]
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment={"gpu_count": 1},
+    result, calls, _ = ladder(tmp_path, speeds, findings, environment={"gpu_count": 1},
                               baseline=base, lookahead=2)
     names = [c[0] for c in calls]
     assert names == ["00-baseline-repeat", "01-channels-last+amp", "02-set-to-none+cudnn-benchmark",
@@ -487,7 +490,7 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path, monkeypatc
     # while compile runs, both batch sizes are guessed (x4 compiles its own graph too)
     assert [g[0] for g in calls[3][3]][:2] == ["apart-batch-size-x2", "apart-batch-size-x4"]
     # without --lookahead on a script that never used CUDA before its first step: no guesses
-    _, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment={"gpu_count": 1},
+    _, calls, _ = ladder(tmp_path, speeds, findings, environment={"gpu_count": 1},
                          baseline={**base, "startup": {"first_step": 2.0}})
     assert all(c[3] == [] for c in calls), calls
 
@@ -530,7 +533,7 @@ def test_guesses_warm_up_on_the_gpu_only_where_memory_allows(tmp_path):
 
 @pytest.mark.parametrize("at_most, tried", [(0.2, False), (2.0, True)])
 def test_a_fix_whose_gain_is_at_most_under_what_can_be_confirmed_is_not_trialled_yet(
-        tmp_path, monkeypatch, at_most, tried):
+        tmp_path, at_most, tried):
     """A rule's estimate that is an upper bound (ADV110: the host gets back at most the time it
     waits in the syncs) under the threshold times the reference's step cannot be accepted: the
     trial is not run now (on an H100, deferring the syncs of an eager step that waited
@@ -538,7 +541,7 @@ def test_a_fix_whose_gain_is_at_most_under_what_can_be_confirmed_is_not_trialled
     propose it again on the next kept stack."""
     speeds = {(): [100.0], ("set-to-none",): [50.0], ("set-to-none", "tf32"): [45.0]}
     bound = {**_finding("tf32", at_most), "gain_is_upper_bound": True}  # any rule's bound
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 10.0), bound])
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 10.0), bound])
     names = [c[0] for c in calls]
     assert ("02-tf32" in names) is tried, names
     rec = next(t for t in result["trials"] if t["fix"] == "tf32")
@@ -546,7 +549,7 @@ def test_a_fix_whose_gain_is_at_most_under_what_can_be_confirmed_is_not_trialled
         assert rec["status"] == "skipped" and "0.20 ms a step at most" in rec["reason"]
 
 
-def test_a_fix_found_in_a_rejected_trials_trace_stays_queued_until_tried(tmp_path, monkeypatch):
+def test_a_fix_found_in_a_rejected_trials_trace_stays_queued_until_tried(tmp_path):
     """AMP on a host-bound eager step makes it launch-bound and measures no faster: its trace
     points at torch.compile. Without AMP the kept stack's trace does not (on an H100 the fp32
     step was GPU-bound), and compile is dropped when the rules re-run: it stays queued."""
@@ -555,14 +558,14 @@ def test_a_fix_found_in_a_rejected_trials_trace_stays_queued_until_tried(tmp_pat
     def rules(keys):
         return [_finding("torch-compile", 30.0)] if "amp(dtype=bfloat16)" in keys else []
 
-    result, calls, lines = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("tf32", 1.0)],
+    result, calls, lines = ladder(tmp_path, speeds, [_finding("amp", 5.0), _finding("tf32", 1.0)],
                                   environment={"gpu_count": 1}, rules=rules)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-amp", "02-tf32", "03-torch-compile-reduce-overhead"]
     assert any("points at torch-compile" in line for line in lines)
     assert [c["name"] for c in result["stack"]] == ["tf32", "torch-compile"]
 
 
-def test_torch_compile_once_queued_waits_for_its_turn_whatever_the_rules_say_later(tmp_path, monkeypatch):
+def test_torch_compile_once_queued_waits_for_its_turn_whatever_the_rules_say_later(tmp_path):
     """Compile goes after every other queued fix; a fix kept meanwhile can take the step just
     over ADV109's bar (on an H100: 71% -> 83% of the step busy) and the rules stop
     proposing it. It was queued on a kept stack's trace: it is still tried."""
@@ -571,13 +574,13 @@ def test_torch_compile_once_queued_waits_for_its_turn_whatever_the_rules_say_lat
     def rules(keys):
         return [] if "tf32" in keys else [_finding("torch-compile", 30.0), _finding("tf32", 5.0)]
 
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0), _finding("tf32", 5.0)],
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("torch-compile", 30.0), _finding("tf32", 5.0)],
                               environment={"gpu_count": 1}, rules=rules)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-tf32", "02-torch-compile-reduce-overhead"]
     assert [c["name"] for c in result["stack"]] == ["tf32", "torch-compile"]
 
 
-def test_a_fix_skipped_on_its_bound_is_guessed_once_the_queue_is_spent(tmp_path, monkeypatch):
+def test_a_fix_skipped_on_its_bound_is_guessed_once_the_queue_is_spent(tmp_path):
     """Deferring syncs is skipped while its bound is under what could be accepted; once compile
     is the last rung, the rules may ask for it again on the compiled trace (they did on an H100,
     and its process then started fresh: 21 s). It is guessed while compile runs."""
@@ -587,7 +590,7 @@ def test_a_fix_skipped_on_its_bound_is_guessed_once_the_queue_is_spent(tmp_path,
     def rules(keys):
         return [{**_finding("tf32", 20.0), "gain_is_upper_bound": True}] if RO in keys else []
 
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0), bound],
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("torch-compile", 30.0), bound],
                               environment={"gpu_count": 1}, rules=rules, lookahead=2)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-torch-compile-reduce-overhead", "02-tf32"]
     assert _rec(result, "tf32")["status"] == "skipped"      # not trialled on its first bound
@@ -595,27 +598,27 @@ def test_a_fix_skipped_on_its_bound_is_guessed_once_the_queue_is_spent(tmp_path,
     assert [c["name"] for c in result["stack"]] == ["torch-compile", "tf32"]
 
 
-def test_the_bound_floor_uses_the_noise_of_the_references_own_regime(tmp_path, monkeypatch):
+def test_the_bound_floor_uses_the_noise_of_the_references_own_regime(tmp_path):
     """The baseline pair spreads 30% (loader-bound); compile then runs 20x faster, where
     nothing was timed twice. A bound of 6% of the compiled step is under the 30%-noise floor but
     over the 3% one: deferring the syncs is tried (judged by the loader-bound noise, one that
     gives +12.6% on an H100 would be skipped)."""
     bound = {**_finding("tf32", 0.3), "gain_is_upper_bound": True}  # 0.3 ms of a 5 ms step
     speeds = {(): [130.0], (RO,): [5.0], (RO, "tf32"): [4.4]}  # the baseline ran at 100 ms
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0)],
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("torch-compile", 30.0)],
                               environment={"gpu_count": 1}, rules=lambda keys: [bound] if RO in keys else [])
     assert [c[0] for c in calls][:3] == ["00-baseline-repeat", "01-torch-compile-reduce-overhead", "02-tf32"]
     assert [c["name"] for c in result["stack"]] == ["torch-compile", "tf32"]
 
 
-def test_compile_runs_alone_after_its_rung_with_riders_crashed(tmp_path, monkeypatch):
+def test_compile_runs_alone_after_its_rung_with_riders_crashed(tmp_path):
     """The rung of compile and its riders crashed: compile alone runs next (the fallback), not
     the same rung again."""
     amp = "amp(dtype=bfloat16)"
     crashed = {"status": "incomplete", "incomplete_reasons": ["script raised RuntimeError: boom at step 3"],
                "exit": {"code": 1, "exception": "RuntimeError: boom"}, "step_times_ms": [], "losses": []}
     speeds = {(): [100.0], (amp,): [101.0], (RIDE,): crashed, (RO,): [40.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("amp", 5.0), _finding("torch-compile", 1.0)],
                               environment={"gpu_count": 1}, rules=[_finding("amp", 5.0)], idle={(amp,): 0.7})
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-amp", "02-torch-compile-reduce-overhead+amp",
                                      "03-torch-compile-reduce-overhead"]
@@ -636,7 +639,7 @@ def test_a_rung_with_riders_that_cannot_apply_falls_back_to_compile_alone():
     assert [c.key for c, _ in p.skipped] == [f"{RO} + amp(dtype=float16)"]
 
 
-def test_what_the_rules_ask_for_once_a_fix_is_in_is_guessed_while_it_runs(tmp_path, monkeypatch):
+def test_what_the_rules_ask_for_once_a_fix_is_in_is_guessed_while_it_runs(tmp_path):
     """ADV118 (the loop still waits for batches with DataLoader workers) fires only once
     workers are in; its AFTER names them, so the preload it asks for is started ahead while the
     last worker count runs (started fresh, that process took 18.8 s on an H100, not 4-13)."""
@@ -651,7 +654,7 @@ def test_what_the_rules_ask_for_once_a_fix_is_in_is_guessed_while_it_runs(tmp_pa
             return [_finding("preload-dataset", 30.0), _finding("set-to-none", 1.0)]
         return [_finding("set-to-none", 1.0)]
 
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("dataloader-workers", 50.0),
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("dataloader-workers", 50.0),
                                                               _finding("set-to-none", 1.0)],
                               environment=env, baseline=base, rules=rules, lookahead=3)
     names = [c[0] for c in calls]
@@ -663,7 +666,7 @@ def test_what_the_rules_ask_for_once_a_fix_is_in_is_guessed_while_it_runs(tmp_pa
 
 
 @pytest.mark.parametrize("item_on_gpu", [True, False])
-def test_deferred_syncs_are_guessed_while_compile_runs(tmp_path, monkeypatch, item_on_gpu):
+def test_deferred_syncs_are_guessed_while_compile_runs(tmp_path, item_on_gpu):
     """ADV110 names torch-compile in its AFTER: a .item() per step costs most once compile has
     made the step short, and on an H100 the rules first ask for deferred syncs on
     compile's trace; unguessed, that trial starts from a spare (18-28 s). Compile is the last rung,
@@ -676,7 +679,7 @@ def test_deferred_syncs_are_guessed_while_compile_runs(tmp_path, monkeypatch, it
     def rules(keys):
         return [_finding("defer-syncs", 10.0)] if RO in keys and "defer-syncs" not in keys else []
 
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0)],
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("torch-compile", 30.0)],
                               environment={"gpu_count": 1}, baseline=base, rules=rules, lookahead=5)
     names = [c[0] for c in calls]
     assert names[:2] == ["00-baseline-repeat", "01-torch-compile-reduce-overhead"], names
@@ -686,7 +689,7 @@ def test_deferred_syncs_are_guessed_while_compile_runs(tmp_path, monkeypatch, it
         assert names[2] == "02-defer-syncs" and calls[2][:3] in calls[1][3]
 
 
-def test_a_slow_starting_rung_two_rejections_ahead_is_guessed_and_goes_on(tmp_path, monkeypatch):
+def test_a_slow_starting_rung_two_rejections_ahead_is_guessed_and_goes_on(tmp_path):
     """When channels_last and then deferred syncs are rejected on the eager step, the small
     safe fixes come next on the same stack: their first step searches cudnn's algorithms
     (24.8 s on an H100), and on a process started only one trial before that puts 33.7 s on
@@ -694,7 +697,7 @@ def test_a_slow_starting_rung_two_rejections_ahead_is_guessed_and_goes_on(tmp_pa
     branches put deferred syncs first. So the rung after the next one on the stack without the
     fix is guessed too when its process is long to start (rungs.slow_start), and it goes on."""
     speeds = {(): [100.0], ("tf32",): [101.0], ("channels-last",): [100.5], ("cudnn-benchmark",): [80.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("tf32", 5.0), _finding("channels-last", 3.0),
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("tf32", 5.0), _finding("channels-last", 3.0),
                                                               _finding("cudnn-benchmark", 1.0)],
                               environment={"gpu_count": 1}, lookahead=5)
     names = [c[0] for c in calls]
@@ -708,7 +711,7 @@ def test_a_slow_starting_rung_two_rejections_ahead_is_guessed_and_goes_on(tmp_pa
     assert not any(g[1] == ("channels-last",) for g in calls[0][3]), calls[0][3]
 
 
-def test_a_fix_skipped_on_its_bound_is_guessed_beside_the_next_rung(tmp_path, monkeypatch):
+def test_a_fix_skipped_on_its_bound_is_guessed_beside_the_next_rung(tmp_path):
     """Deferred syncs (here tf32 as a stand-in) skipped on their bound, with compile still to
     come: a kept fix that makes the step faster may lift the bound over the floor on the new
     trace (it did after the small safe fixes on an H100, and that process started fresh:
@@ -721,7 +724,7 @@ def test_a_fix_skipped_on_its_bound_is_guessed_beside_the_next_rung(tmp_path, mo
         lifted = [{**_finding("tf32", 20.0), "gain_is_upper_bound": True}] if "tf32" not in keys else []
         return [*lifted, _finding("torch-compile", 30.0)]
 
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0),
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("torch-compile", 30.0),
                                                               _finding("set-to-none", 10.0), bound],
                               environment={"gpu_count": 1}, rules=rules, lookahead=3)
     names = [c[0] for c in calls]
@@ -730,13 +733,13 @@ def test_a_fix_skipped_on_its_bound_is_guessed_beside_the_next_rung(tmp_path, mo
     assert calls[2][:3] in calls[1][3]  # and the bound one beside it
 
 
-def test_a_round_after_the_reference_was_timed_again_was_guessed_while_it_ran(tmp_path, monkeypatch):
+def test_a_round_after_the_reference_was_timed_again_was_guessed_while_it_ran(tmp_path):
     """The kept stack's one run is timed again (its regime had no noise of its own), and the
     pair spreads 10%: the +14% trial is still unsure, and a confirmation round follows. The
     round's first run, the kept stack once more, was started ahead while the reference ran
     (unguessed, that process compiles on the critical path: 23.7 s on an H100)."""
     speeds = {(): [125.0], ("set-to-none",): [20.0, 22.0, 21.0], ("set-to-none", "channels-last"): [18.4, 18.6]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds,
+    result, calls, _ = ladder(tmp_path, speeds,
                               [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)], lookahead=3)
     names = [c[0] for c in calls]
     assert names[:6] == ["00-baseline-repeat", "01-set-to-none", "02-channels-last", "02-channels-last-reference",
@@ -746,7 +749,7 @@ def test_a_round_after_the_reference_was_timed_again_was_guessed_while_it_ran(tm
     assert [g[1:] for g in calls[3][3]].count((("set-to-none",), False)) == 1
 
 
-def test_a_fix_a_kept_fix_brings_back_was_guessed_while_that_fix_ran(tmp_path, monkeypatch):
+def test_a_fix_a_kept_fix_brings_back_was_guessed_while_that_fix_ran(tmp_path):
     """TF32 (here the stand-in for deferred syncs) is rejected; compile then makes the step
     2.5x faster, and the rules ask for it again: it is retried (rungs.worth_retrying). That
     retry is guessed while compile runs (started fresh, it takes 25.6 s on an H100)."""
@@ -756,7 +759,7 @@ def test_a_fix_a_kept_fix_brings_back_was_guessed_while_that_fix_ran(tmp_path, m
     def rules(keys):
         return [_finding("tf32", 5.0), _finding("torch-compile", 30.0)] if RO not in keys else [_finding("tf32", 5.0)]
 
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 10.0), _finding("tf32", 5.0),
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 10.0), _finding("tf32", 5.0),
                                                               _finding("torch-compile", 30.0)],
                               environment={"gpu_count": 1}, rules=rules, lookahead=3)
     names = [c[0] for c in calls]
@@ -766,7 +769,7 @@ def test_a_fix_a_kept_fix_brings_back_was_guessed_while_that_fix_ran(tmp_path, m
     assert calls[4][:3] in calls[3][3], calls[3][3]
 
 
-def test_a_fix_the_rules_stopped_asking_for_is_guessed_while_the_next_rung_runs(tmp_path, monkeypatch):
+def test_a_fix_the_rules_stopped_asking_for_is_guessed_while_the_next_rung_runs(tmp_path):
     """A finding near its threshold flickers: TF32 is asked for on the baseline, not on the
     trace of the first kept fix, and again on the next one's. While that next fix runs, TF32
     is among the guesses (deferred syncs started fresh so take 17.5 s on an H100)."""
@@ -778,7 +781,7 @@ def test_a_fix_the_rules_stopped_asking_for_is_guessed_while_the_next_rung_runs(
             return [_finding("tf32", 5.0)] if "tf32" not in keys else []
         return [_finding("cudnn-benchmark", 3.0)]
 
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 10.0), _finding("tf32", 5.0)],
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 10.0), _finding("tf32", 5.0)],
                               rules=rules, lookahead=3)
     names = [c[0] for c in calls]
     assert names == ["00-baseline-repeat", "01-set-to-none", "02-cudnn-benchmark", "03-tf32"], names
@@ -837,14 +840,14 @@ def test_guesses_are_fitted_again_with_what_the_running_trial_reserved_through_i
     assert ahead.peak == int(16.5 * gib)
 
 
-def test_a_rider_that_comes_back_alone_was_guessed_too(tmp_path, monkeypatch):
+def test_a_rider_that_comes_back_alone_was_guessed_too(tmp_path):
     """AMP was rejected on a host-bound step (it would ride with compile); TF32 then makes the
     step 2x faster and the GPU busy (idle 20%): AMP is retried alone before compile. That
     process is guessed while TF32 runs (started fresh, it takes 15.6 s on an H100)."""
     amp = "amp(dtype=bfloat16)"
     speeds = {(): [100.0], (amp,): [101.0], ("tf32",): [50.0], ("tf32", amp): [40.0],
               ("tf32", amp, RO): [20.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 5.0), _finding("tf32", 2.0),
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("amp", 5.0), _finding("tf32", 2.0),
                                                             _finding("torch-compile", 1.0)],
                               environment={"gpu_count": 1}, rules=[_finding("amp", 5.0), _finding("torch-compile", 1.0)],
                               idle={(amp,): 0.7, ("tf32",): 0.2, ("tf32", amp): 0.1}, lookahead=4)
@@ -853,7 +856,7 @@ def test_a_rider_that_comes_back_alone_was_guessed_too(tmp_path, monkeypatch):
     assert calls[3][:3] in calls[2][3], calls[2][3]
 
 
-def test_the_process_after_next_is_guessed_on_the_path_where_both_are_kept(tmp_path, monkeypatch):
+def test_the_process_after_next_is_guessed_on_the_path_where_both_are_kept(tmp_path):
     """A process's start-up (15-30 s on an H100 host) is longer than most trials run once
     started ahead (4-8 s): while a fix runs, the rung after next (this fix and the next both
     kept) is started too, and so is the batch size once the queue would be spent there."""
@@ -863,7 +866,7 @@ def test_the_process_after_next_is_guessed_on_the_path_where_both_are_kept(tmp_p
     base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}}
     findings = [_finding("set-to-none", 10.0), _finding("tf32", 5.0), _finding("torch-compile", 1.0),
                 _finding("batch-size", 0.1)]
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment={"gpu_count": 1},
+    result, calls, _ = ladder(tmp_path, speeds, findings, environment={"gpu_count": 1},
                               baseline=base, lookahead=5)
     names = [c[0] for c in calls]
     assert names[:4] == ["00-baseline-repeat", "01-set-to-none", "02-tf32", "03-torch-compile-reduce-overhead"], names
@@ -873,12 +876,12 @@ def test_the_process_after_next_is_guessed_on_the_path_where_both_are_kept(tmp_p
     assert ("apart-batch-size-x2", ("set-to-none", "tf32", RO, "batch-size(factor=2)"), True) in calls[2][3]
 
 
-def test_batch_sizes_that_cannot_apply_say_why_and_are_not_guessed(tmp_path, monkeypatch):
+def test_batch_sizes_that_cannot_apply_say_why_and_are_not_guessed(tmp_path):
     """A script that samples its own batches (no DataLoader, as nanoGPT's get_batch): both
     batch-size factors are skipped with the reason, x4 not blamed on x2's speed, and no process
     is started ahead for either."""
     speeds = {(): [100.0], ("amp(dtype=bfloat16)",): [60.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("amp", 30.0), _finding("batch-size", 1.0)],
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("amp", 30.0), _finding("batch-size", 1.0)],
                               environment={"gpu_name": "NVIDIA H100", "bf16_supported": True}, lookahead=5)
     x2, x4 = _rec(result, "apart-batch-size-x2"), _rec(result, "apart-batch-size-x4")
     assert x2["status"] == x4["status"] == "skipped"
@@ -887,7 +890,7 @@ def test_batch_sizes_that_cannot_apply_say_why_and_are_not_guessed(tmp_path, mon
 
 
 @pytest.mark.parametrize("queued,accumulates", [(False, False), (True, False), (False, True)])
-def test_compile_is_guessed_while_amp_runs_when_nothing_else_is_left(tmp_path, monkeypatch, queued, accumulates):
+def test_compile_is_guessed_while_amp_runs_when_nothing_else_is_left(tmp_path, queued, accumulates):
     """ADV109 names amp in its AFTER: faster kernels leave the launches exposed. On an H100 a
     nanoGPT-style fp32 step was 79% busy and the rules asked for compile only on AMP's trace,
     so compile's trial started from a spare (31.9 s). While AMP runs, compile is guessed as the
@@ -905,7 +908,7 @@ def test_compile_is_guessed_while_amp_runs_when_nothing_else_is_left(tmp_path, m
     findings = [_finding("amp", 30.0)] + ([_finding("set-to-none", 1.0)] if queued else [])
     base = {**_timed(100.0), "config": {"gradient_accumulation": {"value": {"micro_batches": 4}}}} \
         if accumulates else None
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment=bf16, rules=rules, lookahead=5,
+    result, calls, _ = ladder(tmp_path, speeds, findings, environment=bf16, rules=rules, lookahead=5,
                               baseline=base)
     assert calls[1][0] == "01-amp"
     guessed = [g[:2] for g in calls[1][3]]
@@ -915,14 +918,14 @@ def test_compile_is_guessed_while_amp_runs_when_nothing_else_is_left(tmp_path, m
         assert calls[2][:3] in calls[1][3]
 
 
-def test_cuda_graphs_are_skipped_for_a_step_that_accumulates_gradients(tmp_path, monkeypatch):
+def test_cuda_graphs_are_skipped_for_a_step_that_accumulates_gradients(tmp_path):
     """CUDA graphs fail when a step accumulates gradients over several batches (the backward
     graph's output kept as a .grad is overwritten by the next micro-batch's replay:
     pytorch/pytorch#169545; a nanoGPT-style H100 trial failed in its first step, 31.9 s): the
     reduce-overhead rung is skipped with the reason and compile's default mode is tried."""
     base = {**_timed(100.0), "config": {"gradient_accumulation": {"value": {"micro_batches": 4}, "where": "t.py:9"}}}
     speeds = {(): [100.0], (DEFAULT,): [70.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("torch-compile", 30.0)],
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("torch-compile", 30.0)],
                               environment={"gpu_count": 1}, baseline=base)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-torch-compile-default"]
     ro = next(t for t in result["trials"] if "reduce-overhead" in t["name"])
@@ -931,7 +934,7 @@ def test_cuda_graphs_are_skipped_for_a_step_that_accumulates_gradients(tmp_path,
 
 
 @pytest.mark.parametrize("amp_kept", [True, False])
-def test_a_safe_fix_on_a_stack_that_changed_numerics_is_held_to_that_tolerance(tmp_path, monkeypatch, amp_kept):
+def test_a_safe_fix_on_a_stack_that_changed_numerics_is_held_to_that_tolerance(tmp_path, amp_kept):
     """Losses are compared with the baseline's: a safe fix on a stack holding AMP carries AMP's
     bf16 losses (on an H100 ImageFolder stack they are +28% over the fp32 baseline's first
     losses, past a safe fix's 10%): it is held to AMP's tolerance; on an fp32
@@ -941,7 +944,7 @@ def test_a_safe_fix_on_a_stack_that_changed_numerics_is_held_to_that_tolerance(t
     speeds = {(): [100.0], ("amp(dtype=bfloat16)",): {**_timed(70.0), "losses": [2.6, 2.45, 2.3, 2.2]},
               ("amp(dtype=bfloat16)", "cudnn-benchmark"): higher, ("cudnn-benchmark",): higher}
     findings = ([_finding("amp", 30.0)] if amp_kept else []) + [_finding("cudnn-benchmark", 1.0)]
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment=bf16)
+    result, calls, _ = ladder(tmp_path, speeds, findings, environment=bf16)
     rec = next(t for t in result["trials"] if t["fix"] == "cudnn-benchmark")
     if amp_kept:
         assert _rec(result, "01-amp")["status"] == "accepted"
@@ -950,7 +953,7 @@ def test_a_safe_fix_on_a_stack_that_changed_numerics_is_held_to_that_tolerance(t
         assert rec["status"] == "rejected" and rec["reason"].startswith("numerics"), rec["reason"]
 
 
-def test_a_batch_size_on_a_compiled_stack_is_guessed_while_compile_is_next(tmp_path, monkeypatch):
+def test_a_batch_size_on_a_compiled_stack_is_guessed_while_compile_is_next(tmp_path):
     """The batch sizes measured apart compile graphs of their own: guessed only once compile,
     the last rung, runs, they are measured 24-79 s after the ladder's end on an H100. While
     the rung before compile runs, the 2x batch on the stack with compile
@@ -965,7 +968,7 @@ def test_a_batch_size_on_a_compiled_stack_is_guessed_while_compile_is_next(tmp_p
     findings = [_finding("amp", 5.0), _finding("tf32", 3.0), _finding("torch-compile", 1.0),
                 _finding("batch-size", 0.1), _finding("set-to-none", 0.05)]
     env = {"gpu_count": 1, "gpu_name": "NVIDIA H100", "bf16_supported": True}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment=env, baseline=base, lookahead=4)
+    result, calls, _ = ladder(tmp_path, speeds, findings, environment=env, baseline=base, lookahead=4)
     assert [c[0] for c in calls][:5] == ["00-baseline-repeat", "01-amp", "02-tf32", "03-set-to-none",
                                          "04-torch-compile-reduce-overhead"], [c[0] for c in calls]
     names = [g[0] for g in calls[3][3]]
@@ -973,14 +976,14 @@ def test_a_batch_size_on_a_compiled_stack_is_guessed_while_compile_is_next(tmp_p
     assert calls[3][3][names.index("apart-batch-size-x2")][1] == (amp, "set-to-none", RO, "batch-size(factor=2)")
 
 
-def test_the_data_free_ceiling_runs_after_the_ladder_on_the_kept_compute_fixes(tmp_path, monkeypatch):
+def test_the_data_free_ceiling_runs_after_the_ladder_on_the_kept_compute_fixes(tmp_path):
     """The ceiling: the kept stack without its data fixes, every batch one cached batch, timed
     only, recorded apart as a bound (never a fix, never in the stack the patch is made from)."""
     speeds = {(): [100.0], ("preload-dataset",): [50.0], ("preload-dataset", "set-to-none"): [40.0],
               ("set-to-none", "cached-batch"): [32.0]}
     findings = [_finding("preload-dataset", 50.0), _finding("set-to-none", 10.0)]
     base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8, "num_workers": 0}}}}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, baseline=base, with_ceiling=True)
+    result, calls, _ = ladder(tmp_path, speeds, findings, baseline=base, with_ceiling=True)
     name, keys, profiled, _ = calls[-1]
     assert (name, keys, profiled) == ("ceiling-data-free", ("set-to-none", "cached-batch"), False)
     rec = _rec(result, "ceiling-data-free")
@@ -988,12 +991,12 @@ def test_the_data_free_ceiling_runs_after_the_ladder_on_the_kept_compute_fixes(t
     assert rec["samples_per_s"] == pytest.approx(8 * 1000 / 32.0)
     assert [c["name"] for c in result["stack"]] == ["preload-dataset", "set-to-none"]   # the ceiling is not a fix
     # a script with no DataLoader: skipped, no process
-    result, calls, _ = ladder(tmp_path, monkeypatch, {(): [100.0], ("set-to-none",): [80.0]},
+    result, calls, _ = ladder(tmp_path, {(): [100.0], ("set-to-none",): [80.0]},
                               [_finding("set-to-none", 10.0)], with_ceiling=True)
     assert _rec(result, "ceiling-data-free")["status"] == "skipped" and calls[-1][0] != "ceiling-data-free"
 
 
-def test_an_accepted_group_value_is_settled_before_other_fixes_run_on_top(tmp_path, monkeypatch):
+def test_an_accepted_group_value_is_settled_before_other_fixes_run_on_top(tmp_path):
     """Worker counts compete as a group: the other count is tried right after the accepted
     one, and the next fix runs on the winner, not on the stack without it. (ADV118 asked for
     8 workers with a large gain, ADV103 for 4 or 8 with a small one, AMP sat between them: an
@@ -1004,7 +1007,7 @@ def test_an_accepted_group_value_is_settled_before_other_fixes_run_on_top(tmp_pa
             "fix": {"intervention": "dataloader-workers", "params": {"num_workers": 8, "pin_memory": False}}}
     findings = [many, _finding("amp", 40.0), _finding("dataloader-workers", 10.0)]
     base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8, "num_workers": 0}}}}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, findings, environment={"cpu_count": 8}, baseline=base)
+    result, calls, _ = ladder(tmp_path, speeds, findings, environment={"cpu_count": 8}, baseline=base)
     names = [c[0] for c in calls]
     assert names[:3] == ["00-baseline-repeat", "01-dataloader-workers-8", "02-dataloader-workers-4"], names
     assert calls[3][1] == (w8, "amp(dtype=bfloat16)")   # AMP on the winner
@@ -1044,12 +1047,12 @@ def test_a_dali_trial_is_never_started_ahead(tmp_path, monkeypatch):
 CUT = {"status": "incomplete", "interrupted": True, "incomplete_reasons": ["interrupted (Ctrl-C) at step 3"]}
 
 
-def test_ctrl_c_while_the_reference_is_timed_again_keeps_the_trial_its_verdict_and_the_stack(tmp_path, monkeypatch):
+def test_ctrl_c_while_the_reference_is_timed_again_keeps_the_trial_its_verdict_and_the_stack(tmp_path):
     """The lost +81.7%: a trial whose verdict could turn on a one-run reference has that
     reference timed again, and Ctrl-C there raised out of the verdict before the trial's record
     was written or its fix kept. Now the verdict stands on the runs it has."""
     speeds = {(): [101.0], ("set-to-none",): [60.0, CUT], ("set-to-none", "channels-last"): [57.0]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds,
+    result, calls, _ = ladder(tmp_path, speeds,
                               [_finding("set-to-none", 10.0), _finding("channels-last", 5.0),
                                _finding("amp", 1.0)])
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "02-channels-last",
@@ -1061,12 +1064,12 @@ def test_ctrl_c_while_the_reference_is_timed_again_keeps_the_trial_its_verdict_a
     assert not any(t["name"].startswith("03-") for t in result["trials"])
 
 
-def test_ctrl_c_during_a_trial_records_it_as_not_run_and_keeps_a_groups_best_value(tmp_path, monkeypatch):
+def test_ctrl_c_during_a_trial_records_it_as_not_run_and_keeps_a_groups_best_value(tmp_path):
     env = {"cpu_count": 8}
     w4, w8 = (c.key for c in expand({"intervention": "dataloader-workers"}, None, None, env))
     base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8, "num_workers": 0}}}}
     speeds = {(): [100.0], (w4,): [50.0], (w8,): [CUT]}
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("dataloader-workers", 50.0),
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("dataloader-workers", 50.0),
                                                              _finding("set-to-none", 5.0)],
                               environment=env, baseline=base)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-dataloader-workers-4", "02-dataloader-workers-8"]
@@ -1078,7 +1081,7 @@ def test_ctrl_c_during_a_trial_records_it_as_not_run_and_keeps_a_groups_best_val
     assert result["interrupted"] is True and result["threshold"] is not None
 
 
-def test_ctrl_c_between_processes_starts_nothing_and_an_unsure_verdict_stays_unsure(tmp_path, monkeypatch):
+def test_ctrl_c_between_processes_starts_nothing_and_an_unsure_verdict_stays_unsure(tmp_path):
     """Ctrl-C noted between processes (advisor.commands.analyze.CtrlC): the trial that had run
     is judged on its runs; no confirmation round, no other trial, no ceiling starts."""
     pressed = []
@@ -1091,7 +1094,7 @@ def test_ctrl_c_between_processes_starts_nothing_and_an_unsure_verdict_stays_uns
 
     # repeat 110 ms against the baseline's 100: 10% noise; +11.6% is inside its band: unsure
     speeds = Pressing({(): [110.0], ("set-to-none",): [94.0]})
-    result, calls, _ = ladder(tmp_path, monkeypatch, speeds, [_finding("set-to-none", 10.0),
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 10.0),
                                                              _finding("channels-last", 5.0)],
                               interrupted=lambda: bool(pressed), with_ceiling=True)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none"]

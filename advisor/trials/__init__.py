@@ -7,7 +7,8 @@ Modules, in the order a ladder uses them:
 - ``rungs``: which candidate runs next, and with what (bundles, pairs, riders on compile).
 - ``ladder``: the ladder itself (``run_trials``): the queue, the verdicts, the stack,
   re-profiling after each kept fix.
-- ``process``: one trial process (``TrialContext``, its spec, the child, a short script's split).
+- ``process``: one trial process (``TrialContext``, ``TrialRunner``: how a trial runs, a fake one in
+  tests; its spec, the child, a short script's split).
 - ``state``: what the measurements after the ladder and the guesses are given (typed).
 - ``verdicts``: how one comparison is judged against the noise; when a reference is timed again.
 - ``apart``: fixes that change training dynamics (batch size), measured on top of the final stack.
@@ -17,6 +18,6 @@ Modules, in the order a ladder uses them:
 """
 
 from advisor.trials.ladder import REPEAT, run_trials
-from advisor.trials.process import TrialContext
+from advisor.trials.process import TrialContext, TrialRunner
 
-__all__ = ["REPEAT", "TrialContext", "run_trials"]
+__all__ = ["REPEAT", "TrialContext", "TrialRunner", "run_trials"]

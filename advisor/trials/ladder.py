@@ -15,10 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor import engine, fixes, measure
-from advisor.trials import apart, ceiling, guesses, rungs, scaling
+from advisor.trials import apart, guesses, rungs, scaling
 from advisor.trials.candidates import Candidate, candidates_from_findings
 from advisor.trials.lookahead import Lookahead, default_count
-from advisor.trials.process import Pending, TrialContext, _run
+from advisor.trials.process import Pending, TrialContext
 from advisor.trials.state import After, Reference
 from advisor.trials.verdicts import Verdict, judge, regime_noise, regroup, relative, retime_reference
 
@@ -95,11 +95,11 @@ class _Ladder:
         return self._rules
 
     def process(self, name: str, stack: list[Candidate], profile: bool = True, guesses=None):
-        """One process (process._run); Interrupted when Ctrl-C came before it or cut it short."""
+        """One process (ctx.runner); Interrupted when Ctrl-C came before it or cut it short."""
         if self.stopping():
             raise Interrupted(name)
         self.result["processes"] += 1
-        child, analysis, model = _run(self.ctx, name, stack, profile, guesses)
+        child, analysis, model = self.ctx.runner.process(self.ctx, name, stack, profile, guesses)
         if child.get("interrupted"):
             self.result["interrupted"] = True
         if self.stopping() and child.get("status") != "complete":
@@ -135,7 +135,7 @@ class _Ladder:
                 self.trials.extend(measured)
                 self.result["apart"] = measured
             if not self.stopping():
-                self.result["ceiling"] = ceiling.measure_ceiling(self.after())
+                self.result["ceiling"] = self.ctx.runner.ceiling(self.after())
                 if self.result["ceiling"] is not None:
                     self.trials.append(self.result["ceiling"])
         except KeyboardInterrupt:  # Ctrl-C (Interrupted: a process it cut short, or one not started)

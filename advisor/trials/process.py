@@ -25,6 +25,30 @@ class Pending(NamedTuple):
     record: dict
 
 
+class TrialRunner:
+    """How the ladder runs a trial and reads it: the script in a child process (run_child), the
+    rules on the trial's trace, the data-free ceiling's process. Tests hand the ladder a subclass
+    that times nothing (tests/test_trials_ladder.py)."""
+
+    def process(self, ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True,
+                guesses: list[tuple[str, list[Candidate], bool]] | None = None) -> tuple[dict, dict | None, object]:
+        """One trial process: (child result, its trace's analysis, its trace model)."""
+        return _run(ctx, name, stack, profile, guesses)
+
+    def findings(self, model, analysis: dict, config: dict, environment: dict, ctx: TrialContext,
+                 rules: list | None = None) -> list:
+        """What the rules find on a trial's trace."""
+        found, _ = pipeline.run_findings(model, analysis, config, environment, ctx.opts.rules_dirs, rules=rules,
+                                         thresholds=ctx.opts.thresholds)
+        return found
+
+    def ceiling(self, after) -> dict | None:
+        """The data-free ceiling's record (trials/ceiling.py), after the ladder."""
+        from advisor.trials.ceiling import measure_ceiling
+
+        return measure_ceiling(after)
+
+
 @dataclass
 class TrialContext:
     script: str
@@ -50,6 +74,7 @@ class TrialContext:
     # Ctrl-C was pressed (advisor.commands.analyze): no process starts after it; None: only a
     # process that Ctrl-C reached tells (run_child forwards it)
     interrupted: Callable[[], bool] | None = None
+    runner: TrialRunner = field(default_factory=TrialRunner)   # how a trial runs (a fake one in tests)
 
     def out_of_budget(self) -> bool:
         return time.monotonic() - self.started > self.budget_s

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from advisor import fixes, pipeline
+from advisor import fixes
 from advisor.trials.candidates import Candidate, candidates_from_findings
 
 # Which fixes are bundled, go last, ride with compile or start slowly is each fix's own trait
@@ -164,9 +164,8 @@ def requeue(queue, child, analysis, model, ctx, tried, keep: frozenset = frozens
     that was not kept: what they fix shows only with it)."""
     if analysis is None or model is None:
         return queue
-    findings, _ = pipeline.run_findings(model, analysis, child.get("config") or {},
-                                        child.get("environment") or ctx.environment, ctx.opts.rules_dirs,
-                                        rules=rules, thresholds=ctx.opts.thresholds)
+    findings = ctx.runner.findings(model, analysis, child.get("config") or {},
+                                   child.get("environment") or ctx.environment, ctx, rules=rules)
     fresh = {c.key: c for c in candidates_from_findings(findings, ctx.environment, None) if c.key not in tried}
     named = [q for q in queue if (ctx.only and q.name in ctx.only or q.key in keep) and q.key not in fresh]
     kept = [c for c in fresh.values() if ctx.only is None or c.name in ctx.only]
