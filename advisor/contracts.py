@@ -68,7 +68,7 @@ class RunDocument(TypedDict, total=False):
     roofline: dict[str, Any]
     schedule: dict[str, Any]
     own_traces: dict[str, Any]
-    ranks: list[dict[str, Any]]    # one row per rank of an --nproc-per-node run (pipeline.rank_analyses)
+    ranks: list[dict[str, Any]]    # one row per rank of an --nproc-per-node run (results.rank_analyses)
 
 
 REQUIRED = {"schema": int, "status": str, "incomplete_reasons": list, "measurement": dict, "config": dict,

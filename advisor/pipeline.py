@@ -1,303 +1,250 @@
-"""The analyze and inspect pipelines: runner → trace model → metrics → rules → report.
+"""`advisor analyze` as stages: the baseline (and a short or self-profiling script's runs of
+their own) → its analysis and findings → the trials → fixes.patch → its verification as plain
+python → the report. ``Analyze`` owns the stages and what a failure or a Ctrl-C at each means for
+the run (kept, marked incomplete or interrupted); advisor.commands.analyze maps the command line
+onto ``AnalyzeOptions`` and ``StageOptions`` and talks to the terminal.
 
-Each stage hands plain data to the next; this module only sequences them and
-decides what a failure at each stage means for the run (kept, marked incomplete).
+Each stage hands plain data to the next: the child's result (runner), the analysis and findings
+(advisor.results), the trials' records (advisor.trials), the patch and its verification
+(advisor.fixes, advisor.verify), run.json (advisor.rundir) and the HTML report (advisor.report).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import statistics
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import advisor
-from advisor import measure
+from advisor import headroom, measure, results, rundir, specs
+from advisor.specs import AnalyzeOptions
 
-RUN_SCHEMA = 1
+# patch.verification when Ctrl-C came first, or stopped the patched script's run
+NOT_VERIFIED = {"status": "skipped", "reason": "interrupted (Ctrl-C)", "runs": 0}
 
 
 @dataclass
-class AnalyzeOptions:
-    warmup: int = 5
-    profile_steps: int = 3
-    measure_steps: int = 20
-    measure_min_s: float = 0.0
-    timeout: float = 1800.0
-    step_timeout: float = 300.0
-    stall_timeout: float | None = None   # None: runner.parent.stall_limit's rule
-    out: str | None = None
-    # Allocator events make the profiler much slower per op; peak memory comes from the
-    # child's torch.cuda.max_memory_allocated() without them.
-    record_memory: bool = False
-    with_stack: bool = False
-    record_shapes: bool = False
-    rules_dirs: list[str] = field(default_factory=list)
-    run_name: str = "baseline"
-    nproc_per_node: int = 1          # >1: under torch.distributed.run, every rank under advisor (runner/ranks.py)
-    thresholds: object = None        # advisor.thresholds.Thresholds the rules use (None: the defaults)
+class StageOptions:
+    """Which stages run past the baseline, and how (AnalyzeOptions says how each process runs)."""
+    trials: bool = True                  # --no-trials: the baseline alone
+    verify: bool = True                  # --no-verify: fixes.patch is written, not run
+    only: set[str] | None = None         # --fix: these fixes' trials only
+    applied: list[dict] = field(default_factory=list)  # --apply: in every run, and in the patch
+    budget_s: float = 900.0
+    max_trials: int = 16
+    trial_timeout: float = 900.0
+    lookahead: int | None = None         # processes started ahead (None: by the host)
+    json: bool = False                   # --json: the script's output goes to stderr
 
 
-def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeOptions,
-              interventions: list | None = None, run_name: str | None = None) -> dict:
-    # argv[0] is the script path exactly as the user typed it, as python would set it.
-    return {
-        "script": str(Path(script).absolute()),
-        "argv": [script, *script_args],
-        "cwd": str(Path.cwd()),
-        "run_dir": str(run_dir),
-        "run_name": run_name or opts.run_name,
-        "warmup_steps": opts.warmup,
-        "profile_steps": opts.profile_steps,
-        "measure_steps": opts.measure_steps,
-        "measure_min_s": opts.measure_min_s,
-        "record_memory": opts.record_memory,
-        "with_stack": opts.with_stack,
-        "record_shapes": opts.record_shapes,
-        "interventions": interventions or [],
-        # a ddp fix launches its processes; else the run's own count
-        "nproc_per_node": launch_nproc(interventions, opts.nproc_per_node),
-        # the lines of the script's code that ran (runner/lines.py), for the patch's anchors:
-        # the baseline's alone are read, so trials do not pay for them
-        "record_lines": True,
-        "count_flops": True,   # one warm-up step's FLOPs (runner/flops.py): the baseline's serve every run
-    }
+class Interrupts:
+    """What Analyze asks of Ctrl-C (advisor.commands.analyze.CtrlC): never pressed here."""
+    stage = "baseline"
+    during: str | None = None
+    cleanup: list
+
+    def __init__(self):
+        self.cleanup = []
+
+    def pressed(self) -> bool:
+        return False
 
 
-def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeOptions, name: str,
-               interventions: list[dict], profile: bool = True, quiet_s: float = 0.0) -> dict:
-    """A trial process's spec: under <run_dir>/trials/<name>, its trace in the run's tb/, seeded,
-    the script's writes redirected (sandbox), timed only when not `profile`; `quiet_s`: its
-    window opens that long after it says so (processes started ahead: advisor.trials.lookahead)."""
-    spec = make_spec(script, script_args, Path(run_dir) / "trials" / name, opts, interventions=interventions,
-                     run_name=name)
-    spec["tb_dir"] = str(Path(run_dir) / "tb")
-    sandbox(spec, run_dir)
-    spec["record_lines"] = False
-    spec["count_flops"] = False
-    spec["seed"] = 0
-    if quiet_s:
-        spec["quiet_s"] = quiet_s
-    if not profile:
-        spec["profile_steps"] = 0
-    return spec
+@dataclass
+class Analyze:
+    """One `advisor analyze` run: ``run()`` takes it through every stage and returns run.json's
+    document (its "status" says how far it got)."""
+    script: str
+    script_args: list[str]
+    run_dir: Path
+    spec: dict                           # the baseline's (specs.make_spec)
+    opts: AnalyzeOptions
+    stages: StageOptions
+    progress: Callable[[str], None] = print    # one line per event
+    on_stage: Callable | None = None     # the baseline's progress records (stage, step, info)
+    ctrl_c: Interrupts = field(default_factory=Interrupts)
+    started: float = field(default_factory=time.monotonic)
+
+    def run(self) -> tuple[dict, dict]:
+        """(run.json's document, the baseline's child result)."""
+        from advisor.runner.parent import run_child
+
+        prep = self._prep()
+
+        def on_progress(stage, step, info=None):
+            if self.on_stage is not None:
+                self.on_stage(stage, step, info)
+            if prep is not None:
+                prep.on_stage(stage)
+
+        child = run_child(self.spec, timeout=self.opts.timeout, step_timeout=self.opts.step_timeout,
+                          on_progress=on_progress, stdout_to_stderr=self.stages.json,
+                          stall_timeout=self.opts.stall_timeout)
+        own_traces, split = None, (self.opts, None)
+        if not self.ctrl_c.pressed():  # after Ctrl-C the baseline's run is what there is
+            child, own_traces, split = self._short_or_self_profiled(child, prep)
+        self.ctrl_c.pressed()  # noted as the baseline's (a short script's runs of their own are)
+        self.ctrl_c.stage = "trials"  # the baseline has run: a Ctrl-C from here cuts short what follows it
+        doc = self._document(child, own_traces)
+        self.save(doc)
+        if self.stages.trials and doc["status"] == "complete":
+            self._trials(split[0], child, doc, prep.take_warm(), prep.take_held(), split[1])
+        elif self.stages.applied and doc["status"] == "complete":
+            # --apply without trials: the baseline ran with the fixes; the patch must do the same
+            self._patch_and_verify(split[0], doc, child, self.stages.applied, measure.samples_per_s(child))
+            if self.ctrl_c.pressed():
+                interrupted(doc, "verification", interrupted_reason(doc, "verification"))
+            self.save(doc)
+        if prep is not None:
+            prep.close()
+        return doc, child
+
+    def save(self, doc: dict) -> None:
+        """run.json and the HTML report, as they stand."""
+        from advisor.report import write_html
+
+        rundir.write_run(self.run_dir, doc)
+        write_html(self.run_dir, doc)
+
+    # ------------------------------------------------------------------------- stages
+
+    def _prep(self):
+        """What gets ready for the trials while the baseline runs (trials/prep.py); None without trials."""
+        if not self.stages.trials:
+            return None
+        from advisor.trials.ladder import REPEAT
+        from advisor.trials.lookahead import host_count, quiet_s
+        from advisor.trials.prep import TrialsPrep
+
+        # The repeat's spec is known now: it starts with the baseline and waits at its first
+        # CUDA use (trials._Ladder._reference runs it timed only, with no fix but --apply's).
+        lookahead = self.stages.lookahead
+        repeat = specs.trial_spec(self.script, self.script_args, self.run_dir, self.opts, REPEAT,
+                                  self.stages.applied, False, quiet_s(lookahead)) if host_count(lookahead) else None
+        prep = TrialsPrep(self.spec.get("cwd"), self.stages.json, repeat, str(self.run_dir / "trials" / ".ahead-0"),
+                          str(self.run_dir))
+        self.ctrl_c.cleanup.append(prep.close)
+        return prep
+
+    def _short_or_self_profiled(self, child: dict, prep):
+        """A script that ended before advisor was done gets its timing and profile in runs of their
+        own; one that profiles itself, a run where its profiler writes (advisor.schedule). Returns
+        the (merged) baseline, what its own profiler wrote, and the trials' (options, profile split)."""
+        from advisor import schedule
+        from advisor.runner.parent import run_child
+
+        def run(s: dict) -> dict:
+            return run_child(s, timeout=self.opts.timeout, step_timeout=self.opts.step_timeout,
+                             stdout_to_stderr=self.stages.json, stall_timeout=self.opts.stall_timeout)
+
+        split = (self.opts, None)
+        sched = schedule.plan(child, self.opts.profile_steps, self.opts.warmup)
+        if sched is not None:
+            if prep is not None:
+                prep.drop_held()  # started on the default schedule
+            child = schedule.complete(child, self.spec, sched, run, self.progress)
+            split = schedule.for_trials(self.opts, sched)
+        return child, schedule.own_profiler_run(child, self.spec, run, self.progress), split
+
+    def _document(self, child: dict, own_traces) -> dict:
+        """The baseline's analysis and findings (each rank's too), as run.json's document."""
+        analysis, model, trace_err = results.analyze_trace_files(self.run_dir, child.get("trace_files") or [])
+        results.merge_child_results(analysis, child)
+        extra = [trace_err] if trace_err and child.get("status") == "complete" else []
+        rank_models, rank_analyses, rank_rows = results.rank_analyses(self.run_dir, child, analysis)
+        findings, skipped = results.run_findings(model, analysis, child.get("config") or {},
+                                                 child.get("environment") or {}, self.opts.rules_dirs,
+                                                 extra_models=rank_models, extra_analyses=rank_analyses,
+                                                 thresholds=self.opts.thresholds)
+        doc = results.build_run_document(self.spec, child, analysis, findings, skipped, extra)
+        if rank_rows:
+            doc["ranks"] = rank_rows
+        if child.get("schedule"):
+            doc["schedule"] = child["schedule"]
+        doc["roofline"] = headroom.summary(doc, child)
+        if own_traces is not None:
+            doc["own_traces"] = own_traces
+        if self.ctrl_c.pressed():
+            during = self.ctrl_c.during or "trials"
+            interrupted(doc, during, "interrupted (Ctrl-C) after the baseline: no trial ran"
+                        if during == "trials" and self.stages.trials else None)
+        return doc
+
+    def _trials(self, opts: AnalyzeOptions, child: dict, doc: dict, warm=None, held=None,
+                split_profile: dict | None = None) -> None:
+        from advisor import trials
+
+        st = self.stages
+        ctx = trials.TrialContext(
+            script=self.script, script_args=self.script_args, run_dir=self.run_dir, opts=opts, baseline=child,
+            baseline_findings=doc["findings"], environment=doc["environment"], budget_s=st.budget_s,
+            max_trials=st.max_trials, trial_timeout=st.trial_timeout, only=st.only, applied=st.applied,
+            stdout_to_stderr=st.json, warm=warm, held=held, lookahead=st.lookahead, progress=self.progress,
+            split_profile=split_profile, interrupted=self.ctrl_c.pressed)
+        result = trials.run_trials(ctx)
+        doc["trials"] = result["trials"]
+        doc["trial_summary"] = {k: result.get(k) for k in ("noise", "threshold", "stack", "interrupted", "processes",
+                                                           "lookahead")}
+        if result["stack"]:
+            # --apply's fixes were measured in every trial too: the patch carries them (after
+            # Ctrl-C: the fixes kept before it, not verified)
+            self._patch_and_verify(opts, doc, child, [*st.applied, *result["stack"]],
+                                   (measure.kept_trial(result["trials"]) or {}).get("samples_per_s"))
+        pressed = self.ctrl_c.pressed()  # asked first: a second press stops here at once
+        if result["interrupted"] or pressed:
+            during = self.ctrl_c.during or "trials"
+            interrupted(doc, during, interrupted_reason(doc, during))
+        doc["trial_summary"]["analyze_wall_s"] = round(time.monotonic() - self.started, 1)  # baseline + trials
+        doc["roofline"] = headroom.summary(doc, child)
+        self.save(doc)
+
+    def _patch_and_verify(self, opts: AnalyzeOptions, doc: dict, child: dict, stack: list[dict],
+                          stack_rate: float | None) -> None:
+        """fixes.patch for the kept stack (and --apply's fixes), then the patch run as plain python
+        (advisor.verify) unless --no-verify, or Ctrl-C came first or stopped it (NOT_VERIFIED):
+        doc["patch"]."""
+        from advisor import verify
+        from advisor.fixes import make_patch
+
+        fixes = [{"intervention": f["name"], "params": f.get("params") or {}} for f in stack]
+        path = Path(self.script).absolute()
+        texts: dict = {}
+        diff, notes = make_patch(str(path), fixes, doc["config"], root=str(path.parent),
+                                 executed=doc.get("executed_lines"), texts=texts, argv=self.script_args)
+        if diff:
+            (self.run_dir / "fixes.patch").write_text(diff)
+        doc["patch"] = {"file": "fixes.patch" if diff else None, "notes": notes}
+        if not self.stages.verify or not (diff or any(n.get("argv_changes") for n in notes)):
+            return
+        if self.ctrl_c.pressed():
+            doc["patch"]["verification"] = dict(NOT_VERIFIED)
+            return
+        self.ctrl_c.stage = "verification"
+        rundir.write_run(self.run_dir, doc)
+        doc["patch"]["verification"] = verify.verify(
+            self.script, self.script_args, self.run_dir, opts, diff, texts, notes, fixes, child, stack_rate,
+            timeout=self.stages.trial_timeout, stdout_to_stderr=self.stages.json, progress=self.progress)
+        if self.ctrl_c.pressed():  # it stopped the patched script: its run says nothing
+            doc["patch"]["verification"] = dict(NOT_VERIFIED)
 
 
-def sandbox(spec: dict, run_dir: Path | str, workdir: str = "tree") -> dict:
-    """Make a spec sandboxed (docs/safety.md): the script's Python-level writes outside the run
-    directory redirected into it (runner/sandbox.py), the process in a copy-on-write view of the
-    filesystem where the machine allows one (runner/jail.py), its working directory ``workdir``
-    (relative to its own run directory: a mirror of the user's cwd), and no traceback printed
-    when advisor stops it."""
-    spec["sandbox_writes"] = True
-    spec["sandbox_root"] = str(run_dir)
-    spec["workdir"] = workdir
-    # stopped by advisor (Ctrl-C, a time limit), the script's KeyboardInterrupt is not printed
-    # (runner/bootstrap.py): the process's record says why it stopped
-    spec["quiet_interrupt"] = True
-    return spec
+def interrupted_reason(doc: dict, during: str) -> str:
+    """What a Ctrl-C during the trials or the patch's verification left, in words."""
+    patched = bool((doc.get("patch") or {}).get("file"))
+    if during == "verification":
+        return "interrupted (Ctrl-C) while fixes.patch was verified: the patch is kept, not verified"
+    return ("trials interrupted (Ctrl-C): the trials that had finished are kept"
+            + ("; fixes.patch holds the fixes kept before it, not verified" if patched else ""))
 
 
-def launch_nproc(interventions: list[dict], default: int = 1) -> int:
-    """The processes a run of these fixes launches (Fix.processes: ddp's), else the run's own."""
-    from advisor import fixes
-
-    n = [fixes.get(i["name"]).processes(i.get("params") or {}) for i in interventions or [] if fixes.known(i.get("name"))]
-    n = [k for k in n if k]
-    return max(n) if n else default
-
-
-def summarize_measurement(child: dict) -> dict:
-    """Throughput from the unprofiled, synchronized steps (no profiler overhead in it)."""
-    times = measure.step_times(child)
-    out: dict = {"steps_measured": len(times), "batch_size": child.get("batch_size"),
-                 "batch_size_source": child.get("batch_size_source"),
-                 "micro_batches": measure.micro_batches(child),
-                 "left_out_steps": child.get("left_out_steps") or {}}
-    if int(child.get("world_size") or 1) > 1:
-        out["ranks"] = int(child["world_size"])   # samples/s counts every rank's batch
-    if not times:
-        return out
-    out["step_time_ms"] = measure.step_ms(child)
-    out["step_time_median_ms"] = measure.median_step_ms(child)
-    if child.get("measure_window_ms"):
-        out["window_s"] = child["measure_window_ms"] / 1e3
-    if len(times) >= 4:
-        q = statistics.quantiles(times, n=4)
-        out["step_time_iqr_ms"] = q[2] - q[0]
-    out["step_time_min_ms"] = min(times)
-    out["step_time_max_ms"] = max(times)
-    if measure.samples_per_s(child):
-        out["samples_per_s"] = measure.samples_per_s(child)
-    waits = [w for w in child.get("data_wait_ms") or [] if w is not None]
-    if waits:
-        out["data_wait_ms"] = statistics.median(waits)
-    return out
-
-
-def analyze_trace_files(run_dir: Path, trace_files: list[str]) -> tuple[dict | None, object | None, str | None]:
-    """Load the newest trace of a run and compute its metrics; (analysis, model, error)."""
-    from advisor.metrics import analyze
-    from advisor.trace import TraceError, load_trace
-
-    if not trace_files:
-        return None, None, "no trace was captured"
-    path = run_dir / trace_files[-1]
-    try:
-        model = load_trace(path)
-    except TraceError as exc:
-        return None, None, f"trace unreadable: {exc}"
-    return analyze(model), model, None
-
-
-def rank_analyses(run_dir: Path, child: dict, analysis: dict | None) -> tuple[list, list, list[dict]]:
-    """For a run of several ranks: the other ranks' trace models and analyses (the rules read
-    them beside rank 0's: exposed communication, stragglers) and one row per rank: its timed
-    step, data wait, and its profiled phases and communication per step."""
-    from advisor.metrics import analyze
-    from advisor.trace import TraceError, load_trace
-
-    models, analyses, rows = [], [], []
-    for r in child.get("ranks") or []:
-        row = {"rank": r["rank"], "device": r.get("device"), "trace_files": r.get("trace_files") or []}
-        if r.get("measure_window_ms") and measure.step_times(r):
-            row["step_time_ms"] = measure.step_ms(r)   # the window over its steps, as the run's own
-        waits = [w for w in r.get("data_wait_ms") or [] if w is not None]
-        if waits:
-            row["data_wait_ms"] = sum(waits) / len(waits)
-        a = analysis if r["rank"] == 0 else None
-        if r["rank"] != 0 and r.get("trace_files"):
-            try:
-                model = load_trace(run_dir / r["trace_files"][-1])
-                a = analyze(model)
-                models.append(model)
-                analyses.append(a)
-            except TraceError as exc:
-                row["trace_error"] = str(exc)
-        if a:
-            row["breakdown_ms"] = {k: round(float(v), 3) for k, v in (a.get("breakdown") or {}).items()}
-            comm = a.get("communication") or {}
-            row["communication_ms"] = comm.get("ms_per_step")
-            row["exposed_communication_ms"] = comm.get("exposed_ms_per_step")
-        if r.get("missing"):
-            row["missing"] = r["missing"]
-        rows.append(row)
-    return models, analyses, rows
-
-
-def merge_child_results(analysis: dict | None, child: dict) -> None:
-    """What the child measured outside the trace: peak memory when the trace has no allocator
-    events, and the timed window's data waits (epoch starts seldom fall in profiled steps)."""
-    if analysis is None:
-        return
-    times = measure.step_times(child)
-    waits = [w for w in child.get("data_wait_ms") or [] if w is not None]
-    window = child.get("measure_window_ms") or sum(times)
-    if times and waits and window:
-        analysis["measured"] = {"steps": len(times), "step_ms": window / len(times),
-                                "data_wait_ms_per_step": sum(waits) / len(times),
-                                "data_wait_frac": sum(waits) / window, "longest_data_wait_ms": max(waits)}
-        if child.get("item_waits"):  # the host's waits in .item() on device tensors, unprofiled
-            analysis["measured"]["item_wait_ms_per_step"] = float(child.get("item_wait_ms") or 0.0) / len(times)
-    mem = analysis.setdefault("memory", {}) or {}
-    analysis["memory"] = mem
-    cm = child.get("memory") or {}
-    if not mem.get("peak_allocated_bytes") and cm.get("max_allocated_bytes"):
-        mem["peak_allocated_bytes"] = cm["max_allocated_bytes"]
-        mem["peak_source"] = "torch.cuda.max_memory_allocated"
-    if not mem.get("capacity_bytes") and cm.get("capacity_bytes"):
-        mem["capacity_bytes"] = cm["capacity_bytes"]
-
-
-def run_findings(model, analysis: dict | None, config: dict, environment: dict, rules_dirs: list[str],
-                 extra_models: list | None = None, extra_analyses: list | None = None,
-                 rules: list | None = None, thresholds=None) -> tuple[list, list]:
-    """Run the rule catalogue (`rules` when loaded already, else the built-in one and
-    `rules_dirs`); returns (findings, skipped). Missing engine → nothing."""
-    if model is None or analysis is None:
-        return [], []
-    try:
-        from advisor.engine import run_rules
-    except ImportError:  # the rule engine is optional while it is being built
-        return [], []
-    return run_rules(model, analysis, config=config, environment=environment, extra_dirs=rules_dirs,
-                     extra_models=extra_models, extra_analyses=extra_analyses, rules=rules, thresholds=thresholds)
-
-
-def build_run_document(spec: dict, child: dict, analysis: dict | None, findings: list,
-                       skipped: list, extra_reasons: list[str]) -> dict:
-    reasons = list(child.get("incomplete_reasons") or []) + extra_reasons
-    status = "complete" if child.get("status") == "complete" and not extra_reasons else "incomplete"
-    return {
-        "schema": RUN_SCHEMA,
-        "advisor_version": advisor.__version__,
-        "created": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "run_dir": spec["run_dir"],
-        "command": {"script": spec["script"], "argv": spec["argv"], "cwd": spec["cwd"]},
-        "settings": {k: spec.get(k) for k in ("warmup_steps", "profile_steps", "measure_steps",
-                                              "measure_min_s", "record_memory", "with_stack")},
-        "status": status,
-        "incomplete_reasons": reasons,
-        "exit": child.get("exit"),
-        "stage": child.get("stage"),
-        "steps_seen": child.get("steps_seen"),
-        "step_source": child.get("step_source"),
-        "measurement": summarize_measurement(child),
-        "losses": child.get("losses") or [],
-        "config": child.get("config") or {},
-        "executed_lines": child.get("executed_lines") or {},
-        "applied": child.get("interventions_applied") or [],
-        "environment": child.get("environment") or {},
-        "memory": child.get("memory") or {},
-        "notes": [*(child.get("notes") or []), *filter(None, [measure.left_out_text(child)])],
-        "traces": {spec["run_name"]: child.get("trace_files") or []},
-        "analysis": analysis,
-        "findings": findings,
-        "skipped_rules": skipped,
-        "trials": [],
-    }
-
-
-def json_summary(doc: dict) -> dict:
-    """The machine-readable answer of `--json`: the headline figures first. `breakdown` is the
-    profiled step's; `breakdown_scaled_to_measured` is it scaled to the measured (unprofiled)
-    step, each phase × measured / profiled (None without a measured step), and
-    `profiler_overhead` is profiled / measured (None without both)."""
-    from advisor.report.overhead import profiler_overhead
-
-    analysis = doc.get("analysis") or {}
-    meas = doc.get("measurement") or {}
-    ov = profiler_overhead(analysis, meas)
-    return {
-        "run_dir": doc.get("run_dir"),
-        "status": doc.get("status"),
-        "incomplete_reasons": doc.get("incomplete_reasons"),
-        "step_time_ms": meas.get("step_time_ms", analysis.get("step_time_ms")),
-        "profiled_step_time_ms": analysis.get("step_time_ms"),
-        "samples_per_s": meas.get("samples_per_s"),
-        "batch_size": meas.get("batch_size"),
-        "breakdown": analysis.get("breakdown"),
-        "breakdown_scaled_to_measured": ov["breakdown"] if ov["scaled"] else None,
-        "profiler_overhead": ov["factor"],
-        "kernel_time_by_class": analysis.get("kernel_time_by_class"),
-        "gpu_busy_pct": analysis.get("gpu_busy_pct"),
-        "findings": doc.get("findings"),
-        "environment": doc.get("environment"),
-    }
-
-
-def environment_from_trace(model) -> dict:
-    """What a trace says of its machine (for `inspect`, where no runner observed it)."""
-    meta = getattr(model, "meta", {}) or {}
-    props = meta.get("device_properties") or []
-    env: dict = {"gpu_count": len(props)}
-    if props:
-        env["gpu_name"] = props[0].get("name")
-        env["gpu_memory_bytes"] = props[0].get("totalGlobalMem")
-        major, minor = props[0].get("computeMajor"), props[0].get("computeMinor")
-        if major is not None:
-            env["compute_capability"] = f"{major}.{minor}"
-    for key, out in (("cuda_runtime_version", "cuda_runtime"), ("cuda_driver_version", "cuda_driver")):
-        if meta.get(key) is not None:
-            env[out] = meta[key]
-    return env
+def interrupted(doc: dict, during: str, reason: str | None) -> None:
+    """Mark the run interrupted by Ctrl-C (run.json status "interrupted", exit 130), the stage it
+    cut short named (contracts.INTERRUPTED_DURING); `reason` joins incomplete_reasons, else one
+    naming Ctrl-C unless there is one (the baseline's run says where Ctrl-C stopped it)."""
+    doc["status"] = "interrupted"
+    doc["interrupted_during"] = during
+    reasons = doc.setdefault("incomplete_reasons", [])
+    if reason and reason not in reasons:
+        reasons.append(reason)
+    elif not any("Ctrl-C" in r for r in reasons):
+        reasons.append(f"interrupted (Ctrl-C) during the {during}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from advisor import measure, pipeline
+from advisor import measure, specs
 from advisor.runner._util import MIN_TIMED
 
 MIN_WARMUP = 2
@@ -88,13 +88,13 @@ def for_trials(opts, sched: Schedule):
 
 
 def timing_spec(spec: dict, sched: Schedule, where: Path) -> dict:
-    return pipeline.sandbox({**spec, **sched.timing, "profile_steps": 0, "measure_min_s": 0.0, "run_dir": str(where),
+    return specs.sandbox({**spec, **sched.timing, "profile_steps": 0, "measure_min_s": 0.0, "run_dir": str(where),
                              "tb_dir": str(Path(spec["run_dir"]) / "tb"), "record_lines": False,
                              "count_flops": False}, spec.get("sandbox_root") or spec["run_dir"])
 
 
 def profile_spec(spec: dict, sched: Schedule, where: Path) -> dict:
-    return pipeline.sandbox({**spec, **sched.profile, "measure_steps": 0, "run_dir": str(where),
+    return specs.sandbox({**spec, **sched.profile, "measure_steps": 0, "run_dir": str(where),
                              "tb_dir": str(Path(spec.get("tb_dir") or Path(spec["run_dir"]) / "tb")),
                              "record_lines": False, "count_flops": False},
                             spec.get("sandbox_root") or spec["run_dir"])

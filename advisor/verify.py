@@ -24,7 +24,7 @@ from pathlib import Path
 from advisor import (
     fixes as registry,  # the parameter `fixes` below is the kept ones
     measure,
-    pipeline,
+    specs,
 )
 from advisor.fixes.base import NOT_CHECKED, FixSpec
 from advisor.runner._util import mirror_tree
@@ -126,13 +126,13 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     kept = [FixSpec.of(f) for f in fixes]
     batch_changes = any(registry.trait(f.name, "changes_batch") for f in kept)
     for attempt in range(2):
-        spec = pipeline.trial_spec(patched, out["argv"], run_dir, opts, NAME, [], profile=False)
+        spec = specs.trial_spec(patched, out["argv"], run_dir, opts, NAME, [], profile=False)
         spec["run_dir"] = str(Path(run_dir) / "verify" / f"run-{attempt + 1}")   # not a trial's
         spec["project_dirs"] = [root]
         if os.path.realpath(spec["cwd"]) == root:   # it starts in the patched tree, not the user's
             spec["workdir"] = str(tree)
         # the patched script of a ddp fix runs as torchrun runs it (the report gives the command)
-        spec["nproc_per_node"] = pipeline.launch_nproc([f.as_spec() for f in kept], opts.nproc_per_node)
+        spec["nproc_per_node"] = specs.launch_nproc([f.as_spec() for f in kept], opts.nproc_per_node)
         if progress:
             progress("verifying fixes.patch as plain python" + (" (again)" if attempt else ""))
         child = run_child(spec, timeout=timeout, step_timeout=opts.step_timeout, stdout_to_stderr=stdout_to_stderr,

@@ -170,7 +170,7 @@ def test_compare_in_chromium(tmp_path):
 
 def hostile_run(tmp: Path) -> Path:
     """A run whose trace, script path, notes and config hold markup and script."""
-    from advisor import pipeline
+    from advisor import results
     from advisor.metrics import analyze
     from advisor.trace import load_trace
 
@@ -186,13 +186,13 @@ def hostile_run(tmp: Path) -> Path:
     analysis = analyze(model)
     config = {"optimizer": {"value": {"class": EVIL}, "where": EVIL + ".py:1"}}
     env = {"gpu_name": EVIL, "torch": "2.x"}
-    findings, skipped = pipeline.run_findings(model, analysis, config, env, [])
+    findings, skipped = results.run_findings(model, analysis, config, env, [])
     spec = {"script": f"/x/{EVIL}.py", "argv": [f"{EVIL}.py", EVIL], "cwd": "/x", "run_dir": str(run),
             "run_name": "baseline", "warmup_steps": 1, "profile_steps": 3, "measure_steps": 5,
             "record_memory": False, "with_stack": False}
     child = {"status": "complete", "trace_files": [str(trace.relative_to(run))], "config": config,
              "environment": env, "notes": [EVIL], "step_times_ms": [10.0, 11.0, 12.0], "batch_size": 8}
-    doc = pipeline.build_run_document(spec, child, analysis, findings, skipped, [])
+    doc = results.build_run_document(spec, child, analysis, findings, skipped, [])
     doc["trials"] = [{"name": "01-" + EVIL, "fix": EVIL, "status": "rejected", "reason": EVIL,
                       "interventions": [EVIL], "traces": [EVIL], "breakdown": analysis["breakdown"]}]
     rundir.write_json(run / "run.json", doc)
@@ -543,12 +543,12 @@ def test_html_breakdown_is_scaled_to_the_measured_step_and_says_the_overhead(tmp
 
 
 def test_json_summary_gives_the_scaled_breakdown_and_the_overhead():
-    from advisor import pipeline
-    s = pipeline.json_summary(cpu_doc())
+    from advisor import results
+    s = results.json_summary(cpu_doc())
     assert s["breakdown"] == CPU_BREAKDOWN and s["profiled_step_time_ms"] == 647.0 and s["step_time_ms"] == 70.0
     assert s["profiler_overhead"] == pytest.approx(647 / 70)
     assert sum(s["breakdown_scaled_to_measured"].values()) == pytest.approx(70.0)
-    s = pipeline.json_summary(cpu_doc(measured=None))
+    s = results.json_summary(cpu_doc(measured=None))
     assert s["profiler_overhead"] is None and s["breakdown_scaled_to_measured"] is None and s["breakdown"] == CPU_BREAKDOWN
 
 

@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 def _run_model(run: str, trial: str | None = None):
     """A recorded GPU run (tests/fixtures/runs/...): the trace, config and environment of its
     baseline, or of one of its trials, with what the child measured merged as the CLI does."""
-    from advisor.pipeline import merge_child_results
+    from advisor.results import merge_child_results
 
     root = REPO / run
     child_path = root / "trials" / trial / "child.json" if trial else root / "child.json"

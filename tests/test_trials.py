@@ -356,7 +356,7 @@ def test_a_guess_made_again_goes_on_and_the_others_are_dropped(tmp_path):
     process keeps running (not killed and started over: on a GPU host it may be compiling);
     one not guessed again is dropped with its directory. The log says which guesses went on
     and which had ended before their turn."""
-    from advisor.pipeline import AnalyzeOptions, trial_spec
+    from advisor.specs import AnalyzeOptions, trial_spec
     from advisor.trials.lookahead import Lookahead
 
     (tmp_path / "train.py").write_text(CUDA_FIRST)

@@ -7,7 +7,7 @@ import collections
 
 import pytest
 
-from advisor import pipeline, trials
+from advisor import specs, trials
 from advisor.trials.candidates import expand
 from advisor.trials.verdicts import UNMEASURED_REGIME_GAIN, retime_reference
 
@@ -67,7 +67,7 @@ def ladder(tmp_path, speeds: dict, findings: list[dict], environment: dict | Non
     baseline = baseline or _timed(100.0)
     if lookahead:  # guesses need a script that uses CUDA before its first step
         baseline = {**baseline, "startup": {"cuda_init": 1.0, "first_step": 2.0}}
-    ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
+    ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
                               baseline=baseline, baseline_findings=findings,
                               environment=environment or {}, progress=lines.append, only=only,
                               lookahead=lookahead, interrupted=interrupted, runner=Fake())
@@ -442,7 +442,7 @@ def test_batch_size_x4_runs_only_after_x2_paid(tmp_path, x2_step_ms, runs_x4):
         def ceiling(self, after):
             return None
 
-    ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=pipeline.AnalyzeOptions(),
+    ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
                               baseline=base, environment={}, progress=lambda s: None,
                               baseline_findings=[_finding("batch-size", 1.0)], runner=TimedBatch())
     result = trials.run_trials(ctx)

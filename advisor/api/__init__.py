@@ -293,7 +293,7 @@ def inspect(trace_or_dir: PathLike, *, other_ranks: Sequence[PathLike] = (), rul
     FileNotFoundError when a path does not exist or a directory holds no trace; ValueError when a
     trace cannot be read, the traces are not distinct ranks of one job, or a threshold is unknown.
     """
-    from advisor import pipeline
+    from advisor import results
     from advisor.metrics import analyze
     from advisor.trace import TraceError, load_trace
 
@@ -309,8 +309,8 @@ def inspect(trace_or_dir: PathLike, *, other_ranks: Sequence[PathLike] = (), rul
         if None in ranks or len(set(ranks)) != len(ranks):
             raise ValueError(f"other_ranks: the traces are not distinct ranks of one distributed job (ranks {ranks})")
     analyses = [analyze(m) for m in models]
-    env = pipeline.environment_from_trace(models[0])
-    findings, skipped = pipeline.run_findings(models[0], analyses[0], config, env, [str(d) for d in rules_dirs],
+    env = results.environment_from_trace(models[0])
+    findings, skipped = results.run_findings(models[0], analyses[0], config, env, [str(d) for d in rules_dirs],
                                               extra_models=models[1:], extra_analyses=analyses[1:],
                                               thresholds=limits)
     a = analyses[0]

@@ -9,9 +9,8 @@ from pathlib import Path
 import orjson
 from rich.console import Console
 
-from advisor import pipeline, rundir
+from advisor import results, rundir
 from advisor.commands import fail as _fail, say
-from advisor.commands.analyze import _render
 
 
 def cmd_inspect(ns: argparse.Namespace) -> int:
@@ -30,22 +29,22 @@ def cmd_inspect(ns: argparse.Namespace) -> int:
         return _fail(str(exc))
     ranked = _ranks(models)
     analyses = [analyze(m) for m in models]  # once each: every rank's rules also see the others'
-    results = []
+    rows = []
     for i, (model, analysis) in enumerate(zip(models, analyses)):
-        env = pipeline.environment_from_trace(model)
+        env = results.environment_from_trace(model)
         others = [j for j in range(len(models)) if j != i] if ranked else []
-        findings, skipped = pipeline.run_findings(model, analysis, config, env, ns.rules,
+        findings, skipped = results.run_findings(model, analysis, config, env, ns.rules,
                                                   extra_models=[models[j] for j in others],
                                                   extra_analyses=[analyses[j] for j in others],
                                                   thresholds=ns.thresholds)
-        results.append({"trace": str(model.meta.get("trace_path")), "environment": env,
+        rows.append({"trace": str(model.meta.get("trace_path")), "environment": env,
                         "analysis": analysis, "findings": findings, "skipped_rules": skipped})
     if ns.json:
-        sys.stdout.buffer.write(orjson.dumps(results if len(results) > 1 else _inspect_json(results[0]),
+        sys.stdout.buffer.write(orjson.dumps(rows if len(rows) > 1 else _inspect_json(rows[0]),
                                              option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
     else:
         from advisor.report.terminal import print_inspect
-        for res in results:
+        for res in rows:
             print_inspect(res, Console())
     return 0
 
@@ -73,14 +72,14 @@ def _inspect_json(res: dict) -> dict:
 
 
 def cmd_report(ns: argparse.Namespace) -> int:
-    from advisor.report import SavedRun
+    from advisor.report import SavedRun, write_html
 
     try:
         run = SavedRun.load(ns.run)
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
     try:
-        _render(run.run_dir, run.doc)
+        write_html(run.run_dir, run.doc)
     except OSError as exc:
         return _fail(f"cannot write {run.run_dir / 'index.html'}: {exc.strerror or exc}")
     say(f"wrote {run.run_dir / 'index.html'}")

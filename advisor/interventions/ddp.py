@@ -1,7 +1,7 @@
 """DistributedDataParallel for a single-GPU or nn.DataParallel script: one process per GPU.
 
 The trial's spec launches the script under torch.distributed.run with ``nproc`` ranks
-(pipeline.trial_spec); in each rank this fix
+(specs.trial_spec); in each rank this fix
 
 - runs the patch's ``_ddp_start()``: the rank's GPU the current device, so the script's "cuda"
   is that GPU (a script that names "cuda:0" puts every rank on one GPU, and the trial fails

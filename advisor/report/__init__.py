@@ -62,3 +62,10 @@ def render(kind: str, *runs: SavedRun, **options) -> str:
     if kind not in RENDERERS:
         raise ValueError(f"no renderer {kind!r}; known: {', '.join(RENDERERS)}")
     return RENDERERS[kind](*runs, **options)
+
+
+def write_html(run_dir: Path, doc: dict) -> Path:
+    """The run's index.html, from its document as it stands."""
+    path = Path(run_dir) / "index.html"
+    path.write_text(render("html", SavedRun(doc, Path(run_dir))), encoding="utf-8")
+    return path

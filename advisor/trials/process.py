@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from advisor import fixes, measure, pipeline
+from advisor import fixes, measure, results, specs
 from advisor.trials.candidates import Candidate
 from advisor.trials.lookahead import quiet_s
 
@@ -38,7 +38,7 @@ class TrialRunner:
     def findings(self, model, analysis: dict, config: dict, environment: dict, ctx: TrialContext,
                  rules: list | None = None) -> list:
         """What the rules find on a trial's trace."""
-        found, _ = pipeline.run_findings(model, analysis, config, environment, ctx.opts.rules_dirs, rules=rules,
+        found, _ = results.run_findings(model, analysis, config, environment, ctx.opts.rules_dirs, rules=rules,
                                          thresholds=ctx.opts.thresholds)
         return found
 
@@ -54,7 +54,7 @@ class TrialContext:
     script: str
     script_args: list[str]
     run_dir: Path
-    opts: pipeline.AnalyzeOptions
+    opts: specs.AnalyzeOptions
     baseline: dict                  # the baseline's child result
     baseline_findings: list
     environment: dict
@@ -86,7 +86,7 @@ def finished(child: dict) -> bool:
 
 
 def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> dict:
-    return pipeline.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
+    return specs.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
                                [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile, quiet_s(ctx.lookahead))
 
 
@@ -118,8 +118,8 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
             return child, None, None      # cut short: discarded
         # it had measured everything when Ctrl-C came (it was stopping): kept
         child.update(status="complete", incomplete_reasons=[])
-    analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])
-    pipeline.merge_child_results(analysis, child)
+    analysis, model, _err = results.analyze_trace_files(ctx.run_dir, child.get("trace_files") or [])
+    results.merge_child_results(analysis, child)
     return child, analysis, model
 
 
@@ -135,6 +135,6 @@ def _run_split(ctx: TrialContext, name: str, stack: list[Candidate], guesses) ->
     prof = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
                      stdout_to_stderr=ctx.stdout_to_stderr, stall_timeout=ctx.opts.stall_timeout)
     child["trace_files"] = prof.get("trace_files") or []
-    analysis, model, _err = pipeline.analyze_trace_files(ctx.run_dir, child["trace_files"])
-    pipeline.merge_child_results(analysis, child)
+    analysis, model, _err = results.analyze_trace_files(ctx.run_dir, child["trace_files"])
+    results.merge_child_results(analysis, child)
     return child, analysis, model

@@ -1,0 +1,98 @@
+"""What each process advisor starts is asked to do: the options of a run (AnalyzeOptions) and the
+spec a child process reads (runner/bootstrap.py; docs/internals.md §1): the baseline's
+(make_spec), a trial's (trial_spec), sandboxed (sandbox), over how many processes (launch_nproc)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class AnalyzeOptions:
+    warmup: int = 5
+    profile_steps: int = 3
+    measure_steps: int = 20
+    measure_min_s: float = 0.0
+    timeout: float = 1800.0
+    step_timeout: float = 300.0
+    stall_timeout: float | None = None   # None: runner.parent.stall_limit's rule
+    out: str | None = None
+    # Allocator events make the profiler much slower per op; peak memory comes from the
+    # child's torch.cuda.max_memory_allocated() without them.
+    record_memory: bool = False
+    with_stack: bool = False
+    record_shapes: bool = False
+    rules_dirs: list[str] = field(default_factory=list)
+    run_name: str = "baseline"
+    nproc_per_node: int = 1          # >1: under torch.distributed.run, every rank under advisor (runner/ranks.py)
+    thresholds: object = None        # advisor.thresholds.Thresholds the rules use (None: the defaults)
+
+
+def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeOptions,
+              interventions: list | None = None, run_name: str | None = None) -> dict:
+    # argv[0] is the script path exactly as the user typed it, as python would set it.
+    return {
+        "script": str(Path(script).absolute()),
+        "argv": [script, *script_args],
+        "cwd": str(Path.cwd()),
+        "run_dir": str(run_dir),
+        "run_name": run_name or opts.run_name,
+        "warmup_steps": opts.warmup,
+        "profile_steps": opts.profile_steps,
+        "measure_steps": opts.measure_steps,
+        "measure_min_s": opts.measure_min_s,
+        "record_memory": opts.record_memory,
+        "with_stack": opts.with_stack,
+        "record_shapes": opts.record_shapes,
+        "interventions": interventions or [],
+        # a ddp fix launches its processes; else the run's own count
+        "nproc_per_node": launch_nproc(interventions, opts.nproc_per_node),
+        # the lines of the script's code that ran (runner/lines.py), for the patch's anchors:
+        # the baseline's alone are read, so trials do not pay for them
+        "record_lines": True,
+        "count_flops": True,   # one warm-up step's FLOPs (runner/flops.py): the baseline's serve every run
+    }
+
+
+def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeOptions, name: str,
+               interventions: list[dict], profile: bool = True, quiet_s: float = 0.0) -> dict:
+    """A trial process's spec: under <run_dir>/trials/<name>, its trace in the run's tb/, seeded,
+    the script's writes redirected (sandbox), timed only when not `profile`; `quiet_s`: its
+    window opens that long after it says so (processes started ahead: advisor.trials.lookahead)."""
+    spec = make_spec(script, script_args, Path(run_dir) / "trials" / name, opts, interventions=interventions,
+                     run_name=name)
+    spec["tb_dir"] = str(Path(run_dir) / "tb")
+    sandbox(spec, run_dir)
+    spec["record_lines"] = False
+    spec["count_flops"] = False
+    spec["seed"] = 0
+    if quiet_s:
+        spec["quiet_s"] = quiet_s
+    if not profile:
+        spec["profile_steps"] = 0
+    return spec
+
+
+def sandbox(spec: dict, run_dir: Path | str, workdir: str = "tree") -> dict:
+    """Make a spec sandboxed (docs/safety.md): the script's Python-level writes outside the run
+    directory redirected into it (runner/sandbox.py), the process in a copy-on-write view of the
+    filesystem where the machine allows one (runner/jail.py), its working directory ``workdir``
+    (relative to its own run directory: a mirror of the user's cwd), and no traceback printed
+    when advisor stops it."""
+    spec["sandbox_writes"] = True
+    spec["sandbox_root"] = str(run_dir)
+    spec["workdir"] = workdir
+    # stopped by advisor (Ctrl-C, a time limit), the script's KeyboardInterrupt is not printed
+    # (runner/bootstrap.py): the process's record says why it stopped
+    spec["quiet_interrupt"] = True
+    return spec
+
+
+def launch_nproc(interventions: list[dict], default: int = 1) -> int:
+    """The processes a run of these fixes launches (Fix.processes: ddp's), else the run's own."""
+    from advisor import fixes
+
+    n = [fixes.get(i["name"]).processes(i.get("params") or {}) for i in interventions or [] if fixes.known(i.get("name"))]
+    n = [k for k in n if k]
+    return max(n) if n else default
