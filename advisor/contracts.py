@@ -1,5 +1,7 @@
 """The shapes that cross module boundaries, written down: the run document (run.json), a finding,
-a trial's record. TypedDicts document them for readers and type checkers; ``check_run`` validates
+a trial's record, the patch's notes, its verification and checks. The functions that build and
+read them are annotated with these TypedDicts (engine.run_rules, the trials' records,
+patch.make_patch, verify.verify, pipeline.Analyze, report.verification); ``check_run`` validates
 a run document where it is written (rundir.write_run), so that a stage that breaks the contract
 fails there, with the key named, instead of in a report or a notebook later. Every key but the
 few a run always has is optional: runs are kept whatever stage they reached."""
@@ -46,6 +48,80 @@ class TrialRecord(TypedDict, total=False):
     batch_size: int | None
     apart: bool                    # measured on top of the final stack, not part of it
     ceiling: bool                  # the data-free ceiling (a bound, never a fix)
+    origin: str                    # what proposed it (a finding's code, a fallback, --fix)
+    description: str
+    changes_numerics: bool
+    members: list[str]             # a bundle's fixes
+    rung_note: str                 # why the ladder tried it this way (a pair, a rider on compile)
+    threshold: float
+    scaling: dict[str, Any]        # a ddp trial against one process
+    # measure.trial_figures
+    steps_measured: int
+    losses: list[float]
+    traces: list[str]
+    breakdown: dict[str, float]
+    kernel_time_by_class: dict[str, float]
+    profiled_step_time_ms: float | None
+    peak_memory_bytes: int | None
+    compute_dtype: str | None
+    micro_batches: int | None
+    batch_fault: str | None
+    first_step_ms: float | None
+    startup_s: float | None
+    warmup_cost_s: float | None
+    elapsed_s: float | None
+    left_out_steps: list[int]
+    started_held: bool
+    started_warm: bool
+
+
+class PatchNote(TypedDict, total=False):
+    """One fix's place in fixes.patch (advisor.patch.make_patch)."""
+    intervention: str
+    applied: bool
+    where: str                     # "path:LINE" of the edit
+    edits: list[str]
+    reason: str                    # why it was not placed (applied False)
+    warning: str
+    superseded_by: str             # a later fix replaced its arguments at the same call
+    required_by: str               # placed because that fix's edit needs it
+    why: str
+    launch: str                    # the command that runs the patched script (ddp: torchrun ...)
+    argv_changes: list[dict[str, Any]]   # a flag the user passes, changed on the command line
+
+
+class VerificationCheck(TypedDict, total=False):
+    """Did one kept fix's edit take effect in the patched run (advisor.verify.checks)."""
+    fix: str
+    took_effect: bool | None       # None: the run cannot show it
+    expected: str
+    observed: str
+    where: str | None
+    placed: bool
+    reason: str | None
+
+
+class Verification(TypedDict, total=False):
+    """patch.verification: fixes.patch run as plain python (advisor.verify.verify)."""
+    status: str                    # "verified" | "short" | "failed" | "not applied" | "skipped"
+    error: str
+    reason: str
+    tree: str
+    argv: list[str]
+    runs: int
+    samples_per_s: float
+    step_time_ms: float
+    speedup_vs_baseline: float | None
+    of_stack: float | None
+    stack_samples_per_s: float | None
+    checks: list[VerificationCheck]
+    loss_finite: bool
+
+
+class PatchDocument(TypedDict, total=False):
+    file: str | None               # "fixes.patch", None when no edit was placed
+    notes: list[PatchNote]
+    verification: Verification
 
 
 class RunDocument(TypedDict, total=False):
@@ -64,7 +140,7 @@ class RunDocument(TypedDict, total=False):
     environment: dict[str, Any]
     findings: list[Finding]
     trials: list[TrialRecord]
-    patch: dict[str, Any]
+    patch: PatchDocument
     roofline: dict[str, Any]
     schedule: dict[str, Any]
     own_traces: dict[str, Any]

@@ -22,7 +22,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
 
-from advisor.contracts import SEVERITIES
+from advisor.contracts import SEVERITIES, Finding
 from advisor.thresholds import Thresholds
 
 DOC_SECTIONS = ("What it does", "Why is this bad", "Example", "Fix", "Fix safety")
@@ -216,7 +216,7 @@ def _normalize(rule: Rule, raw) -> list[dict]:
 def run_rules(model, analysis: dict, *, config: dict | None = None, environment: dict | None = None,
               extra_dirs: list[str] | tuple = (), thresholds: Thresholds | None = None,
               extra_models: list | None = None, extra_analyses: list | None = None,
-              rules: list[Rule] | None = None) -> tuple[list[dict], list[dict]]:
+              rules: list[Rule] | None = None) -> tuple[list[Finding], list[dict]]:
     """Run every rule; return (findings ranked by estimated gain, skipped rules with reasons)."""
     ctx = RuleContext(model=model, analysis=analysis, config=config or {}, environment=environment or {},
                       thresholds=thresholds or Thresholds(), has_config=bool(config),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from advisor import headroom, measure, results, rundir, specs
+from advisor.contracts import RunDocument
 from advisor.specs import AnalyzeOptions
 
 # patch.verification when Ctrl-C came first, or stopped the patched script's run
@@ -65,7 +66,7 @@ class Analyze:
     ctrl_c: Interrupts = field(default_factory=Interrupts)
     started: float = field(default_factory=time.monotonic)
 
-    def run(self) -> tuple[dict, dict]:
+    def run(self) -> tuple[RunDocument, dict]:
         """(run.json's document, the baseline's child result)."""
         from advisor.runner.parent import run_child
 
@@ -99,7 +100,7 @@ class Analyze:
             prep.close()
         return doc, child
 
-    def save(self, doc: dict) -> None:
+    def save(self, doc: RunDocument) -> None:
         """run.json and the HTML report, as they stand."""
         from advisor.report import write_html
 
@@ -146,7 +147,7 @@ class Analyze:
             split = schedule.for_trials(self.opts, sched)
         return child, schedule.own_profiler_run(child, self.spec, run, self.progress), split
 
-    def _document(self, child: dict, own_traces) -> dict:
+    def _document(self, child: dict, own_traces) -> RunDocument:
         """The baseline's analysis and findings (each rank's too), as run.json's document."""
         analysis, model, trace_err = results.analyze_trace_files(self.run_dir, child.get("trace_files") or [])
         results.merge_child_results(analysis, child)
@@ -170,7 +171,7 @@ class Analyze:
                         if during == "trials" and self.stages.trials else None)
         return doc
 
-    def _trials(self, opts: AnalyzeOptions, child: dict, doc: dict, warm=None, held=None,
+    def _trials(self, opts: AnalyzeOptions, child: dict, doc: RunDocument, warm=None, held=None,
                 split_profile: dict | None = None) -> None:
         from advisor import trials
 
@@ -198,7 +199,7 @@ class Analyze:
         doc["roofline"] = headroom.summary(doc, child)
         self.save(doc)
 
-    def _patch_and_verify(self, opts: AnalyzeOptions, doc: dict, child: dict, stack: list[dict],
+    def _patch_and_verify(self, opts: AnalyzeOptions, doc: RunDocument, child: dict, stack: list[dict],
                           stack_rate: float | None) -> None:
         """fixes.patch for the kept stack (and --apply's fixes), then the patch run as plain python
         (advisor.verify) unless --no-verify, or Ctrl-C came first or stopped it (NOT_VERIFIED):
@@ -228,7 +229,7 @@ class Analyze:
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
 
 
-def interrupted_reason(doc: dict, during: str) -> str:
+def interrupted_reason(doc: RunDocument, during: str) -> str:
     """What a Ctrl-C during the trials or the patch's verification left, in words."""
     patched = bool((doc.get("patch") or {}).get("file"))
     if during == "verification":
@@ -237,7 +238,7 @@ def interrupted_reason(doc: dict, during: str) -> str:
             + ("; fixes.patch holds the fixes kept before it, not verified" if patched else ""))
 
 
-def interrupted(doc: dict, during: str, reason: str | None) -> None:
+def interrupted(doc: RunDocument, during: str, reason: str | None) -> None:
     """Mark the run interrupted by Ctrl-C (run.json status "interrupted", exit 130), the stage it
     cut short named (contracts.INTERRUPTED_DURING); `reason` joins incomplete_reasons, else one
     naming Ctrl-C unless there is one (the baseline's run says where Ctrl-C stopped it)."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import advisor
 from advisor import measure
+from advisor.contracts import Finding, RunDocument
 
 RUN_SCHEMA = 1
 
@@ -117,7 +118,7 @@ def merge_child_results(analysis: dict | None, child: dict) -> None:
 
 def run_findings(model, analysis: dict | None, config: dict, environment: dict, rules_dirs: list[str],
                  extra_models: list | None = None, extra_analyses: list | None = None,
-                 rules: list | None = None, thresholds=None) -> tuple[list, list]:
+                 rules: list | None = None, thresholds=None) -> tuple[list[Finding], list]:
     """Run the rule catalogue (`rules` when loaded already, else the built-in one and
     `rules_dirs`); returns (findings, skipped). Missing engine → nothing."""
     if model is None or analysis is None:
@@ -131,7 +132,7 @@ def run_findings(model, analysis: dict | None, config: dict, environment: dict, 
 
 
 def build_run_document(spec: dict, child: dict, analysis: dict | None, findings: list,
-                       skipped: list, extra_reasons: list[str]) -> dict:
+                       skipped: list, extra_reasons: list[str]) -> RunDocument:
     reasons = list(child.get("incomplete_reasons") or []) + extra_reasons
     status = "complete" if child.get("status") == "complete" and not extra_reasons else "incomplete"
     return {

@@ -26,6 +26,7 @@ from advisor import (
     measure,
     specs,
 )
+from advisor.contracts import PatchNote, Verification, VerificationCheck
 from advisor.fixes.base import NOT_CHECKED, FixSpec
 from advisor.runner._util import mirror_tree
 
@@ -60,7 +61,7 @@ def apply_patch(diff: str, tree: str, texts: dict[str, str]) -> str | None:
     return None
 
 
-def argv_with_changes(argv: list[str], notes: list[dict]) -> list[str]:
+def argv_with_changes(argv: list[str], notes: list[PatchNote]) -> list[str]:
     """The script's arguments with the patch's flag changes (a value the user passes on the
     command line is changed there, not in the code: ``--workers 4`` → ``--workers 8``)."""
     out = list(argv)
@@ -86,10 +87,10 @@ def _check(fix: dict, config: dict, base: dict) -> tuple[bool | None, str, str]:
     return registry.get(name).check(config, fix.get("params") or {}, base)
 
 
-def checks(fixes: list[dict], notes: list[dict], config: dict, base: dict) -> list[dict]:
+def checks(fixes: list[dict], notes: list[PatchNote], config: dict, base: dict) -> list[VerificationCheck]:
     """One row per fix: did its edit take effect in the patched run, and where is it."""
     where = {n.get("intervention"): n for n in notes}
-    rows = []
+    rows: list[VerificationCheck] = []
     for fix in fixes:
         note = where.get(fix.get("intervention")) or {}
         ok, want, got = _check(fix, config, base)
@@ -106,8 +107,8 @@ def checks(fixes: list[dict], notes: list[dict], config: dict, base: dict) -> li
 # ----------------------------------------------------------------------------- the run
 
 def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, texts: dict[str, str],
-           notes: list[dict], fixes: list[dict], baseline: dict, stack_samples_per_s: float | None,
-           *, timeout: float, stdout_to_stderr: bool = False, progress=None) -> dict:
+           notes: list[PatchNote], fixes: list[dict], baseline: dict, stack_samples_per_s: float | None,
+           *, timeout: float, stdout_to_stderr: bool = False, progress=None) -> Verification:
     """Apply ``diff`` to an overlay of the script's directory, run the patched script as plain
     python (timed, no fix at run time) and compare; returns ``patch.verification``."""
     from advisor.runner.parent import run_child
@@ -118,7 +119,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     copies = sorted({*patched_files(diff), os.path.basename(script)})
     mirror_tree(root, str(tree), copies)
     error = apply_patch(diff, str(tree), texts) if diff else None   # a flag change alone: nothing to apply
-    out: dict = {"tree": os.path.relpath(tree, run_dir), "argv": argv_with_changes(script_args, notes), "runs": 0}
+    out: Verification = {"tree": os.path.relpath(tree, run_dir), "argv": argv_with_changes(script_args, notes), "runs": 0}
     if error:
         return {**out, "status": "not applied", "error": error}
     patched = str(tree / os.path.basename(script))

@@ -18,6 +18,7 @@ import importlib
 import pkgutil
 import sys
 
+from advisor.contracts import PatchNote
 from advisor.fixes.base import Fix, FixSpec
 
 __all__ = ["Fix", "FixSpec", "all_fixes", "apply_all", "get", "known", "make_patch", "names", "parse_specs", "trait",
@@ -116,7 +117,8 @@ def apply_all(specs: list[dict]) -> list[str]:
     return lines
 
 
-def make_patch(script_path: str, specs: list[dict], config: dict, root: str | None = None, **kw) -> tuple[str, list[dict]]:
+def make_patch(script_path: str, specs: list[dict], config: dict, root: str | None = None,
+               **kw) -> tuple[str, list[PatchNote]]:
     """fixes.patch for these fixes ({"intervention", "params"}): each fix's own edit, placed by
     advisor.patch (its docstring says how; the keywords are its make_patch's)."""
     from advisor import patch

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import os
 
+from advisor.contracts import PatchNote
+
 from . import frameworks
 from .core import PatchContext, SkipFix
 from .loader_fixes import LR_COMMENT
@@ -35,7 +37,7 @@ __all__ = ["LR_COMMENT", "make_patch"]
 
 def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | None = None,
                *, registry, cwd: str | None = None, executed: dict | None = None,
-               texts: dict | None = None, argv: list[str] | None = None) -> tuple[str, list[dict]]:
+               texts: dict | None = None, argv: list[str] | None = None) -> tuple[str, list[PatchNote]]:
     """Return (unified diff, one note per fix). ``registry``: the fixes' registry (get, known,
     trait), whose objects hold the edits. ``config`` is the child's observed config;
     its ``where`` paths are resolved against ``cwd`` (default: the current directory), the
@@ -49,7 +51,7 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
     root = os.path.realpath(os.path.join(cwd, root)) if root else os.path.dirname(script)
     ctx = PatchContext(script=script, root=root, cwd=cwd, config=config or {}, executed=executed or {},
                       argv=[str(a) for a in argv or []], registry=registry)
-    notes: list[dict] = []
+    notes: list[PatchNote] = []
     try:    # a loop inside transformers' or Lightning's Trainer: fixes are arguments of its call
         framework = frameworks.framework_of(ctx)
     except Exception:  # noqa: BLE001 - detection must never cost the generic edits

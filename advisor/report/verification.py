@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from advisor.contracts import Verification
 
-def summary_line(v: dict) -> str:
+
+def summary_line(v: Verification) -> str:
     """The headline, in words: "verified as plain python: 1,234 samples/s (2.40x, 96% of the stack)"."""
     status = v.get("status")
     if status in ("not applied", "failed"):
@@ -18,7 +20,7 @@ def summary_line(v: dict) -> str:
     return f"{head}: {rate} ({', '.join(parts)})" if parts else f"{head}: {rate}"
 
 
-def shortfalls(v: dict) -> list[str]:
+def shortfalls(v: Verification) -> list[str]:
     """What did not take, each with its place in the user's files."""
     out = []
     for c in v.get("checks") or []:

@@ -5,6 +5,7 @@ final stack and is judged against it (not the baseline), and the report shows it
 from __future__ import annotations
 
 from advisor import fixes, measure
+from advisor.contracts import TrialRecord
 from advisor.trials.candidates import Candidate
 from advisor.trials.state import After
 from advisor.trials.verdicts import judge
@@ -34,13 +35,13 @@ def measure_all(after: After, cands: list[Candidate]) -> list[dict]:
     return out
 
 
-def _measure(after: After, cand: Candidate, guesses: list) -> dict:
+def _measure(after: After, cand: Candidate, guesses: list) -> TrialRecord:
     """A batch-size trial on top of the kept fixes, judged against them (not the baseline)."""
     mod = fixes.get(cand.name)
     why = mod.not_applicable(after.base.get("config") or {}, after.environment, cand.params)
     trial = name(cand)
     if why:
-        rec = {"name": trial, "fix": cand.name, "params": cand.params, "status": "skipped", "reason": why}
+        rec: TrialRecord = {"name": trial, "fix": cand.name, "params": cand.params, "status": "skipped", "reason": why}
     else:
         child, analysis, _ = after.process(trial, [*after.stack, cand], guesses=guesses)
         rec = {"name": trial, "fix": cand.name, "params": cand.params, "changes_numerics": True,

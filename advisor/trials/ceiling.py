@@ -5,13 +5,14 @@ joins the ladder's trials apart from the ladder: never a fix, never in the patch
 from __future__ import annotations
 
 from advisor import fixes, measure
+from advisor.contracts import TrialRecord
 from advisor.trials.candidates import Candidate
 from advisor.trials.state import After
 
 NAME = "ceiling-data-free"
 
 
-def measure_ceiling(after: After) -> dict | None:
+def measure_ceiling(after: After) -> TrialRecord | None:
     """The ceiling trial's record, on top of the ladder's final stack (its data fixes left
     out), for the ladder's trials, apart from the ladder (never a fix, never in the patch).
     None under --fix that does not name cached-batch: the user asked for those trials only."""
@@ -19,7 +20,7 @@ def measure_ceiling(after: After) -> dict | None:
         return None
     mod = fixes.get("cached-batch")
     why = mod.not_applicable(after.base.get("config") or {}, after.environment, {})
-    rec = {"name": NAME, "fix": "cached-batch", "apart": True, "ceiling": True, "interventions": []}
+    rec: TrialRecord = {"name": NAME, "fix": "cached-batch", "apart": True, "ceiling": True, "interventions": []}
     if why:
         rec.update(status="skipped", reason=why)
     elif after.out_of_budget():

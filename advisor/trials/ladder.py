@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from advisor import engine, fixes, measure
+from advisor.contracts import TrialRecord
 from advisor.trials import apart, guesses, rungs, scaling
 from advisor.trials.candidates import Candidate, candidates_from_findings
 from advisor.trials.lookahead import Lookahead, default_count
@@ -257,7 +258,7 @@ class _Ladder:
                                 "interventions": [c.key for c in [*self.stack, cand]]})
             raise
         runs = [child]
-        rec = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
+        rec: TrialRecord = {"name": name, "fix": cand.name, "params": cand.params, "origin": cand.origin,
                "description": mod.describe(cand.params), "changes_numerics": mod.changes_numerics,
                "interventions": [c.key for c in [*self.stack, cand]], **measure.trial_figures(child, analysis, self.base)}
         if cand.members:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from advisor import fixes, measure, results, specs
+from advisor.contracts import TrialRecord
 from advisor.trials.candidates import Candidate
 from advisor.trials.lookahead import quiet_s
 
@@ -22,7 +23,7 @@ class Pending(NamedTuple):
     runs: list[dict]
     analysis: dict | None
     model: object
-    record: dict
+    record: TrialRecord
 
 
 class TrialRunner:

@@ -10,6 +10,7 @@ the same stack, and that over the number of GPUs (the scaling efficiency).
 from __future__ import annotations
 
 from advisor import fixes, measure
+from advisor.contracts import TrialRecord
 from advisor.trials.candidates import Candidate
 from advisor.trials.state import After
 
@@ -36,9 +37,9 @@ def measure_scaling(after: After, name: str, rec: dict, gpus: int) -> tuple[dict
             "speedup_vs_one_gpu": speedup, "efficiency": speedup / gpus}, ref_rec
 
 
-def _one_gpu_run(after: After, name: str, mod) -> dict:
+def _one_gpu_run(after: After, name: str, mod) -> TrialRecord:
     stack = [*after.stack, Candidate("one-gpu")]
-    rec = {"name": name, "fix": "one-gpu", "description": mod.describe({}), "interventions": [c.key for c in stack]}
+    rec: TrialRecord = {"name": name, "fix": "one-gpu", "description": mod.describe({}), "interventions": [c.key for c in stack]}
     if after.out_of_budget():
         return {**rec, "status": "not run", "reason": "trial budget spent"}
     child, _, _ = after.process(name, stack, profile=False)
