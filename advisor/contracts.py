@@ -103,7 +103,7 @@ class VerificationCheck(TypedDict, total=False):
 
 class Verification(TypedDict, total=False):
     """patch.verification: fixes.patch run as plain python (advisor.verify.verify)."""
-    status: str                    # "verified" | "short" | "failed" | "not applied" | "skipped"
+    status: str                    # "verified" | "partial" | "short" | "failed" | "not applied" | "skipped"
     error: str
     reason: str
     tree: str

@@ -151,12 +151,22 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         frac = rate / stack_samples_per_s if stack_samples_per_s else None
         out.update(runs=len(runs), samples_per_s=rate, step_time_ms=measure.mean_step_ms(runs),
                    speedup_vs_baseline=rate / base_rate if base_rate else None, of_stack=frac,
-                   stack_samples_per_s=stack_samples_per_s,
-                   status="verified" if frac is None or frac >= SHORT else "short")
+                   stack_samples_per_s=stack_samples_per_s)
         out["checks"] = checks(fixes, notes, runs[-1].get("config") or {}, baseline)
+        out["status"] = status_of(frac, out["checks"])
         losses = [x for x in runs[-1].get("losses") or [] if isinstance(x, (int, float))]
         out["loss_finite"] = bool(losses) and all(x == x and abs(x) != float("inf") for x in losses)
     return out
+
+
+def status_of(of_stack: float | None, rows: list[VerificationCheck]) -> str:
+    """"verified": every edit took effect (or the run cannot show it) and the patched run reaches
+    SHORT of the stack; "partial": an edit did not take effect, whatever the rate (the other fixes
+    alone may reach the stack: the user still does not get what was measured); "short": every edit
+    took, the rate falls under SHORT."""
+    if any(r.get("took_effect") is False for r in rows):
+        return "partial"
+    return "verified" if of_stack is None or of_stack >= SHORT else "short"
 
 
 def _rate(runs: list[dict], baseline: dict, batch_changes: bool) -> float:

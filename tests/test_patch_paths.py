@@ -341,3 +341,19 @@ def test_workers_superseded_by_a_preloaded_dataset_are_no_shortfall():
     rows = verify.checks(fixes, notes, config, {})
     assert rows[0]["took_effect"] is None and "superseded by preload-dataset" in rows[0]["observed"]
     assert not [line for line in verification.shortfalls({"checks": rows}) if line.startswith("dataloader-workers")]
+
+
+@pytest.mark.parametrize("of_stack,took,status", [
+    (0.99, [True, None], "verified"),     # a check the run cannot show does not count against it
+    (None, [True], "verified"),           # no stack to compare with (--apply without trials)
+    (0.99, [True, False], "partial"),     # the other fixes reached the stack: still not the run measured
+    (0.50, [False], "partial"),
+    (0.80, [True, True], "short"),
+])
+def test_verified_only_when_every_edit_took_and_the_stack_is_reached(of_stack, took, status):
+    rows = [{"fix": f"f{i}", "took_effect": t, "expected": "e", "observed": "o"} for i, t in enumerate(took)]
+    assert verify.status_of(of_stack, rows) == status
+    line = verification.summary_line({"status": status, "samples_per_s": 100.0, "of_stack": of_stack, "checks": rows})
+    head = {"verified": "verified as plain python", "short": "fixes.patch as plain python falls short",
+            "partial": f"fixes.patch as plain python: partial ({took.count(False)} edit"}[status]
+    assert line.startswith(head), line

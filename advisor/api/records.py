@@ -274,8 +274,9 @@ class Patch:
     patched script run as plain python and timed.
 
     file                  the patch (fixes.patch in the run directory), None when nothing was patched
-    verification_status   the verification's verdict (e.g. "short": slower than the stack it
-                          reproduces; "not applied", "failed"), None when not verified
+    verification_status   the verification's verdict ("verified"; "partial": an edit did not take
+                          effect; "short": under 90% of the stack it reproduces; "not applied",
+                          "failed"), None when not verified
     samples_per_s, step_time_ms, speedup_vs_baseline   the patched script's measurement
     of_stack              its samples/s as a fraction of the kept stack's
     checks                per fix: whether it took effect in the patched script, where

@@ -16,7 +16,10 @@ def summary_line(v: Verification) -> str:
     if v.get("of_stack"):
         parts.append(f"{v['of_stack'] * 100:.0f}% of the stack")
     rate = f"{v.get('samples_per_s') or 0:,.0f} samples/s"
-    head = "verified as plain python" if status == "verified" else "fixes.patch as plain python falls short"
+    missed = sum(1 for c in v.get("checks") or [] if c.get("took_effect") is False)
+    head = {"verified": "verified as plain python",
+            "partial": f"fixes.patch as plain python: partial ({missed} edit{'s' if missed != 1 else ''} did not take "
+                       "effect)"}.get(status, "fixes.patch as plain python falls short")
     return f"{head}: {rate} ({', '.join(parts)})" if parts else f"{head}: {rate}"
 
 
