@@ -93,8 +93,8 @@ def samples_per_s(child: dict, ms: float | None = None) -> float | None:
 def hold_batch(child: dict, base: dict, batch_changes: bool) -> str | None:
     """A run whose samples per step (batch x micro-batches) read differently from the
     baseline's while no fix of its own changes the batch has a detection fault, not a new
-    batch: its step is judged at the baseline's batch (else an MNIST preload trial on an H100
-    that read a transform's input, batch 1, has its 7x faster step rejected as -99.6%). The child is
+    batch: its step is judged at the baseline's batch (else a preload trial that read a
+    transform's input, batch 1, has its faster step rejected as far slower). The child is
     changed in place, what was detected kept under "detected_batch"; returns the fault in
     words, None when there is none. A compiled model that hides its batch from the hooks
     (None) takes the baseline's silently: nothing was detected wrong."""

@@ -135,7 +135,7 @@ def translate(transform, *, gray: bool = False, decoded_tensor: bool = False) ->
 def _decode(st: _State, rrc, gray: bool) -> None:
     out = "types.GRAY" if gray else "types.RGB"
     # nvJPEG's buffers allocated up front (NVIDIA's ImageNet example): grown on demand, their
-    # pinned and device allocations stalled an H200 step 0.7 s after the warm-up
+    # pinned and device allocations stall a step after the warm-up (docs/trials.md)
     device = 'device="mixed" if gpu else "cpu", device_memory_padding=211025920 if gpu else 0, ' \
              'host_memory_padding=140544512 if gpu else 0'
     if rrc is None:

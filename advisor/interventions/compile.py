@@ -8,8 +8,8 @@ hooks of the other fixes (autocast, channels_last) and of the runner then run ou
 compiled region, as a ``with torch.autocast(...)`` around ``model(x)`` does in the user's code.
 The first steps pay the compile time; the trial reports it apart from the steady-state step
 time. (Compiled from a forward pre-hook, the model's first call still ran eager: ``_call_impl``
-has looked ``forward`` up by then. On an H100 that eager step, with its own cudnn.benchmark
-search, cost 18-21 s of every compiled trial's 45-60 s warm-up.)
+has looked ``forward`` up by then, and that eager step, with its own cudnn.benchmark search,
+was a large part of every compiled trial's warm-up: docs/trials.md.)
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def not_applicable(config, environment, params):
     if _graphs(params) and accum:
         # the backward's CUDA graph output kept as a .grad is overwritten by the next
         # micro-batch's replay (pytorch/pytorch#169545; cudagraph_mark_step_begin does not help):
-        # on an H100 a nanoGPT-style step with 4 micro-batches failed in its first step (31.9 s)
+        # such a trial fails in its first step, after paying for the compile (docs/trials.md)
         return f"CUDA graphs (mode='reduce-overhead') fail when a step accumulates gradients over " \
                f"{accum} batches (pytorch/pytorch#169545)"
     return None
@@ -49,7 +49,7 @@ def apply(params) -> None:
     if _graphs(params):
         # CUDA graphs need gradients set to None between steps; the code edit for this fix
         # does so (advisor.patch), and the trial measures what the edit ships (kept gradients
-        # fail once the model compiles from its first step, as on an H100).
+        # fail once the model compiles from its first step).
         set_to_none.apply({})
     original = torch.nn.Module.__call__
 

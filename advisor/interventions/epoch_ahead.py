@@ -2,9 +2,9 @@
 background thread (advisor.interventions.preload).
 
 A RandomSampler epoch starts with one draw from the global CPU generator (its seed) and a
-``randperm`` of the dataset's length: 3.5 of the 4.3 ms an H100 host spent at every epoch
-start of the preloaded CIFAR example, mostly OpenMP threads waking after the idle step; with
-the host ahead of the GPU each such start also emptied the launch queue.
+``randperm`` of the dataset's length: most of what the host spends at every epoch start of
+a preloaded dataset (docs/trials.md), mostly OpenMP threads waking after the idle step; with
+the host ahead of the GPU each such start also empties the launch queue.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ that are not tensors, arrays or numbers, or when the samples would take more tha
 quarter of the free device memory (``max_bytes`` at most).
 
 A shuffled loader's next permutation is made ahead in the background (``epoch_ahead``): the
-epoch start costs a draw and a copy, not a randperm (3.5 of 4.3 ms on an H100 host).
+epoch start costs a draw and a copy, not a randperm (most of an epoch start's host time).
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ class Preloaded(torch.utils.data.Dataset):
             return _Batch(_take(self._data, indices.to(self._device, non_blocking=True)))
         idx = torch.as_tensor(indices, dtype=torch.long)
         if self._device.type == "cuda":
-            # From pageable memory the copy waits for the stream to drain (1.4 ms a step on an
-            # H100, booked as data wait); from pinned memory it is queued.
+            # From pageable memory the copy waits for the stream to drain (booked as data wait,
+            # every step: docs/trials.md); from pinned memory it is queued.
             idx = idx.pin_memory()
         return _Batch(_take(self._data, idx.to(self._device, non_blocking=True)))
 
@@ -213,7 +213,7 @@ def _fast_kind(batch_sampler) -> str | None:
 def _index_batches(batch_sampler, device: torch.device, spec: Speculation | None = None):
     """What iter(batch_sampler) yields, as index tensors: the same draws from the same random
     stream (RandomSampler seeds a private generator from one draw, then one randperm), without
-    a Python int per sample (2048-int lists cost ~1 ms a batch on an H100 host). With ``spec``
+    a Python int per sample (lists of thousands of ints cost host time every batch). With ``spec``
     the permutation may have been computed ahead; the seed is drawn here all the same."""
     n = len(batch_sampler.sampler.data_source)
     pin = device.type == "cuda"

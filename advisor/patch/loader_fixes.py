@@ -258,9 +258,9 @@ def precompute_samples(ctx: PatchContext, fix: dict, p: dict) -> dict:
 # The dataset preload-dataset's edit wraps the script's in, and the sampler that hands it a
 # batch's indices as one tensor on the device: both defined once, at module level, before the
 # function that makes the DataLoader. A DataLoader's own sampler yields a Python int per sample
-# (2048 a batch, with a list, a tensor and a pinned copy made of them: ~1 ms of host time a step on
-# an H100 host), and the patched example ran at 67-89% of the control as plain python where the
-# trial, which gathers with slices of one permutation, had measured 97-103%.
+# (a list, a tensor and a pinned copy made of them, every batch: host time each step), and a
+# patched script fed so ran well short of the trial, which gathers with slices of one
+# permutation (docs/trials.md).
 PRELOADED_CLASS = '''
 class _PreloadedOnDevice(torch.utils.data.Dataset):
     """Every sample of `dataset` computed once and collated on `device`; a batch is one gather

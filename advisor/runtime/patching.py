@@ -53,8 +53,8 @@ def loading(delta: int) -> None:
 class making_batches:
     """``with making_batches():`` around a fix's own reads of the Dataset (precomputing or
     preloading it in the main process): its transforms' module calls are not the model's.
-    Counted as one, they set the batch size to 1 from a transform's input (an MNIST preload
-    trial on an H100, 7x faster, would read 142 samples/s and be rejected)."""
+    Counted as one, they set the batch size to 1 from a transform's input (a faster preload
+    trial would read a tiny samples/s and be rejected)."""
 
     def __enter__(self):
         loading(+1)
@@ -71,8 +71,8 @@ def in_loading() -> bool:
     enters autocast for a torchvision transform dies re-initializing CUDA: an ImageFolder
     trial of channels_last + AMP fails so before its first step). Never asked while
     torch.compile traces the model's forward: get_worker_info is one of the functions Dynamo
-    will not trace, and asked there, it breaks the graph at each module call (a CIFAR stack on
-    an H100 then ran compiled at 22 ms a step, host-bound, against 10.9 eager and 4.3 unbroken)."""
+    will not trace, and asked there, it breaks the graph at each module call (a compiled stack
+    then runs slower than eager, host-bound: docs/trials.md)."""
     if getattr(_state, "loading", 0) > 0:
         return True
     return not _is_compiling() and _worker_info() is not None

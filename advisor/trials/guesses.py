@@ -3,10 +3,10 @@
 A guess is made while a trial runs, before its verdict and before the rules have read its
 trace, from the ladder's own choice of rungs (rungs.pick) on the two stacks the verdict can
 leave. The rules then re-rank the queue on the new trace and may find what only shows with
-the fix in: on H100 ladders, three of eleven trials a ladder were started fresh for that
-(17-27 s each instead of 4-13 s): the preload that the rules asked for once DataLoader workers
-were in (ADV118 fires only with workers), the bundle the new ranking put ahead of deferred
-syncs, and deferred syncs lifted over the floor by a faster step. So beyond the first rung of
+the fix in: the preload that the rules ask for once DataLoader workers are in (ADV118 fires
+only with workers), a bundle the new ranking puts ahead of deferred syncs, or deferred syncs
+lifted over the floor by a faster step. A trial nobody guessed starts fresh, at its whole
+start-up (docs/trials.md). So beyond the first rung of
 each branch, the guesses name what a kept fix's rules ask for next (a rule's AFTER) and the
 rungs the new ranking may put first, the rejected fixes a kept fix may bring back, and a
 fix the rules asked for once and may ask for again.
@@ -77,13 +77,13 @@ def likely_next(ladder: LadderView, cand: Candidate | None, name: str = "") -> l
                           for c in [*alternatives(p, kept_names, args), *bound, *retries(ladder, kept_names),
                                     *dropped(ladder, p.tried, kept_names)]]
                 deeper = two_ahead(ladder, [*stack, p.rung], p, kept_names, args)
-                # a compile's or a cudnn.benchmark search's start-up is the longest (20-30 s on an
-                # H100, against 4-8 s for the trial before it), and so is a batch size's on a
-                # compiled stack (a graph of its own): its guess two ahead comes before the rest
+                # a compile's or a cudnn.benchmark search's start-up is the longest (several
+                # times the trial's before it), and so is a batch size's on a compiled stack
+                # (a graph of its own): its guess two ahead comes before the rest
                 (soon if any(_slow(g[1]) for g in deeper) else later).extend(deeper)
         else:
             # The queue spent: a fix skipped on its bound comes back if the rules ask again on
-            # the new trace (deferred syncs after compile: 21 s fresh on an H100), else the
+            # the new trace (deferred syncs after compile, slow to start fresh), else the
             # batch sizes (x4 too, while compile runs: it compiles a graph of its own).
             sizes = _sizes(ladder, [*ladder.result["apart"], *p.apart])
             first += [(trial_name(nxt, c), [*stack, c], True) for c in bound] + \
@@ -99,8 +99,8 @@ def likely_next(ladder: LadderView, cand: Candidate | None, name: str = "") -> l
 def two_ahead(ladder: LadderView, stack: list[Candidate], p: rungs.Pick, kept: set[str], args: dict) -> list:
     """The process after next where this fix and the next rung are both kept (`stack` holds
     them): a process's start-up (the script's data, a preloaded dataset, cudnn.benchmark's
-    search or a compile: 15-30 s on an H100 host) is longer than most trials run (4-8 s once
-    started ahead), so a guess made one trial ahead is often still starting when its turn
+    search or a compile) is longer than most trials run once started ahead (docs/trials.md),
+    so a guess made one trial ahead is often still starting when its turn
     comes. The batch size once the queue is spent there."""
     q = rungs.pick(p.queue, p.tried, kept | {x.name for x in p.rung.parts}, **args)
     n = ladder.n + 2
@@ -120,9 +120,8 @@ def _sizes(ladder: LadderView, cands: list[Candidate]) -> list[Candidate]:
 
 def _slow(stack: list[Candidate]) -> bool:
     """A process long to start: its last fix's (rungs.slow_start), or a batch size measured
-    apart on a compiled stack, which compiles a graph of its own. (On an H100, guessed only
-    once compile, the last rung, ran, they came after it: 24-79 s past the ladder's end in
-    six ladders.)"""
+    apart on a compiled stack, which compiles a graph of its own. (Guessed only once compile,
+    the last rung, ran, they came well after the ladder's end: docs/trials.md.)"""
     last = stack[-1]
     return rungs.slow_start(last) or (fixes.trait(last.name, "apart") and any(rungs.compiles(c) for c in stack))
 
@@ -169,9 +168,9 @@ def alternatives(p: rungs.Pick, kept: set[str], args: dict) -> list[Candidate]:
 
 def retries(ladder: LadderView, kept: set[str]) -> list[Candidate]:
     """Fixes rejected as not faster that a kept fix may bring back (rungs.worth_retrying: the
-    step 1.5x faster, or the GPU far less idle; deferred syncs after compile on an H100,
-    started fresh: 25.6 s). Those that would ride with compile last: they come back alone
-    only once the step is no longer host-bound (AMP after the small safe fixes, fresh: 15.6 s)."""
+    step 1.5x faster, or the GPU far less idle, as deferred syncs after compile; unguessed,
+    each starts fresh). Those that would ride with compile last: they come back alone only
+    once the step is no longer host-bound (AMP after the small safe fixes)."""
     slow = [(ladder.rejected[k], rungs.rides(ladder.rejected[k].name, at)) for k, at in ladder.slow.items()
             if k in ladder.rejected and ladder.rejected[k].name not in kept]
     return [c for c, rides in slow if not rides] + [c for c, rides in slow if rides]
@@ -179,9 +178,8 @@ def retries(ladder: LadderView, kept: set[str]) -> list[Candidate]:
 
 def dropped(ladder: LadderView, tried: set[str], kept: set[str]) -> list[Candidate]:
     """Fixes once queued that the rules did not ask for again on a kept stack's trace, never
-    tried: a finding near its threshold may fire again on the next one (deferred syncs on an
-    H100: asked for after AMP's trial, not after channels_last's, again after the small
-    safe fixes, and then started fresh: 17.5 s). The most recently dropped first."""
+    tried: a finding near its threshold may fire again on the next one (it flickers as the
+    stack changes: docs/trials.md). The most recently dropped first."""
     return [c for k, c in reversed(ladder.dropped.items()) if k not in tried and c.name not in kept
             and not fixes.trait(c.name, "last")][:1]
 

@@ -1,9 +1,9 @@
 """Trial processes started ahead, on a guess of the next trial.
 
-A trial process spends most of its life before its timed steps: python and torch start (~4 s
-on a GPU host), the script makes or loads its data (5-9 s for the CIFAR example), CUDA and the
-model come up, and a compiled model compiles (20-30 s for a new graph on an H100); its steps
-are timed and profiled for 2-4 s. Whatever the next trial is, it runs the same script under
+A trial process spends most of its life before its timed steps (docs/trials.md): python and
+torch start, the script makes or loads its data, CUDA and the model come up, and a compiled
+model compiles; its steps are timed and profiled for a few seconds at the end. Whatever the
+next trial is, it runs the same script under
 one of few stacks of fixes: the next rung on the stack with the fix now on trial if that one
 is kept, or on the stack without it. So while a trial runs, advisor starts those guesses
 (runner/held.py): each runs the script up to its first CUDA use and waits there, nothing of it
@@ -36,16 +36,16 @@ RESUME_AT = ("exporting", "measured", "done")
 # A trial's window opens this long after it says "measuring": advisor reads that within its
 # 0.1 s poll and stops the guesses; what they queued on the GPU before drains in the rest.
 QUIET_S = 0.3
-# Guesses go on into their warm-up (CUDA, compile, CUDA graphs: 20-30 s of a compiled trial on
-# an H100) when the GPU memory they and the running trial are expected to reserve, each the
+# Guesses go on into their warm-up (CUDA, compile, CUDA graphs: most of a compiled trial's
+# start-up) when the GPU memory they and the running trial are expected to reserve, each the
 # most the last finished run reserved times its batch-size factor plus its CUDA context (made
 # outside torch's allocator), fits in this share of the device. Each estimate is a peak, the
 # cudnn.benchmark search's workspaces included: while the peaks add up to less than the device,
 # every allocation the trial made alone still succeeds beside the guesses, and so does each
 # workspace its search tries (an algorithm whose workspace did not fit would be left out, and
-# the measured step would change). The rest is room for estimates that come out short. At 60%,
-# an eager fp32 search's 16.5 GiB peak on an H100 (1.2-1.7 GiB every other run there) kept the
-# 2x batch from compiling during the last rung in every ladder after it.
+# the measured step would change). The rest is room for estimates that come out short. A
+# smaller share, behind one eager fp32 search's large peak, kept the 2x batch from compiling
+# during the last rung (docs/trials.md).
 GPU_SHARE = 0.8
 CONTEXT_BYTES = 1 << 30
 
@@ -124,8 +124,8 @@ class Lookahead:
     def note(self, child: dict) -> None:
         """A finished run's peak reserved GPU memory, and the device's capacity. The last run's,
         not the most of any: the guesses grow from the stack it ran, and one eager fp32 trial's
-        cudnn.benchmark search reserved 16.5 GiB on an H100 (1.2-2.4 GiB every other run), which
-        kept both batch-size guesses (2x and 4x that) from warming up for the rest of the ladder.
+        cudnn.benchmark search can reserve many times what every other run does, which kept
+        both batch-size guesses (2x and 4x that) from warming up for the rest of the ladder.
         A run that reserved nothing (no CUDA, crashed early) leaves the estimate as it was."""
         mem = child.get("memory") or {}
         self.peak = int(mem.get("max_reserved_bytes") or 0) or self.peak
@@ -133,13 +133,13 @@ class Lookahead:
 
     def _fits(self, specs: list[dict], ready: list[bool] | None = None) -> list[bool]:
         """Which specs may run into their warm-up beside the first (the running trial's): as
-        GPU memory allows, and one compiling guess at a time (compiles share the CPU: an H100
-        trial that compiled beside two compiling guesses took 29 s to warm up, not 19-23), two
-        when the second is a batch size: they come last and each compiles a graph of its own;
-        x4 compiling only once x2 was released took 36.5-38.7 s at the end of two H100 ladders.
+        GPU memory allows, and one compiling guess at a time (compiles share the CPU: a trial
+        compiling beside two compiling guesses warms up slower), two when the second is a batch
+        size: they come last and each compiles a graph of its own; x4 compiling only once x2
+        was released added its whole compile to the ladder's end (docs/trials.md).
         ready[i]: specs[i + 1]'s guess waits after its warm-up already: it holds its memory but
-        compiles no more (not counted so, on an H100 a warm 2x batch kept the compiled
-        reference from warming up, and it compiled on the critical path: 15.7 s)."""
+        compiles no more (were it counted as compiling, a warm 2x batch would keep the compiled
+        reference from warming up, and that would compile on the critical path)."""
         if not (self.peak and self.capacity):
             return [False] * (len(specs) - 1)
         ready = ready or [False] * (len(specs) - 1)
@@ -211,9 +211,9 @@ class Lookahead:
         """run_child's on_progress for the trial running now. Its "measuring" record carries
         what it reserved through its warm-up: once its window is over, that is the estimate
         the guesses are fitted with again, and those that fit now go on into their warm-up.
-        (On an H100 a compiled trial reserved 1.2 GiB where the eager stack before it had
-        reserved 16.5 GiB in its cudnn.benchmark search: the 4x batch, guessed beside it, could
-        not warm up, and compiled its graph on the critical path: 37.5 s.)"""
+        (A compiled trial may reserve a small part of what the eager stack before it reserved
+        in its cudnn.benchmark search: fitted to the eager peak, the 4x batch guessed beside it
+        could not warm up, and compiled its graph on the critical path: docs/trials.md.)"""
         if stage in PAUSE_AT:
             for p in [*self.guesses, *self.spares]:
                 p.pause()

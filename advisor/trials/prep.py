@@ -2,7 +2,7 @@
 baseline's repeat) starts with the baseline, on its known spec, and waits at the script's
 first CUDA use (runner.ahead.HeldChild, as advisor.trials.lookahead's guesses do); it is stopped while
 the baseline's steps are timed and profiled. The parent imports what the ladder needs (the
-interventions import torch: ~3 s on a GPU host) and a spare process starts (runner.ahead.WarmChild)
+interventions import torch: seconds on a GPU host) and a spare process starts (runner.ahead.WarmChild)
 once the baseline's timed window has closed, so they cannot slow the steps it times; they
 overlap its profiling, its trace export and the parent's analysis of it."""
 

@@ -4,7 +4,7 @@ partner); torch.compile waits behind the rest; a rejected fix comes back once th
 has moved; and the queue is what the rules find on the kept stack's trace (requeue).
 
 The rungs follow the tutorials' ladders (AMP -> channels_last -> set_to_none/fused/benchmark)
-and save processes, each a 10-20 s run of the user's script on a GPU host.
+and save processes, each a fresh run of the user's script, its start-up included.
 """
 
 from __future__ import annotations
@@ -21,11 +21,9 @@ from advisor.trials.candidates import Candidate, candidates_from_findings
 
 # A fix rejected as not faster is tried again when the bottleneck has moved since: the kept
 # stack runs RETRY_SPEEDUP times faster (AMP or deferred syncs cannot show while the step waits
-# for data; on an H100, defer-syncs was rejected twice while loader-bound and never came
-# back), or the GPU's idle share of the step fell to RETRY_IDLE_DROP of what it was (a
-# host-bound eager step became GPU-bound, as under CUDA graphs: on a slower H100 host AMP
-# measured -10.1% at 69-75% idle, and compile then took the idle to ~30% while the step got
-# only 1.42x faster, so AMP was never tried where it pays).
+# for data), or the GPU's idle share of the step fell to RETRY_IDLE_DROP of what it was (a
+# host-bound eager step became GPU-bound, as under CUDA graphs, while its speed-up stayed
+# under RETRY_SPEEDUP: AMP would never be tried where it pays). docs/trials.md, "retries".
 RETRY_SPEEDUP = 1.5
 RETRY_IDLE_DROP = 0.5
 

@@ -54,7 +54,7 @@ def runs_text(runs: list[dict], ref_runs: list[dict]) -> str:
 
 
 # A gain this far over a one-run reference stands whatever the noise of a regime not yet
-# measured, up to 4.5% (2 x 4.5% = 9%): the GPU-bound stacks measured 1-3% (docs/trials.md).
+# measured, up to 4.5% (2 x 4.5% = 9%): above what GPU-bound stacks spread (docs/trials.md).
 UNMEASURED_REGIME_GAIN = 3 * measure.MIN_GAIN
 
 
@@ -74,9 +74,10 @@ def retime_reference(status: str, gain: float | None, threshold: float | None, r
       reference again anyway, and timing it alone first may settle it with one process, as
       the new pair also gives the reference's regime its own noise.
     So the band is [T/2, 2T). When no configuration running like the reference (within 2x)
-    was timed twice, T rests on other regimes' noise, which differs up to tenfold (a
-    loader-bound step spreads 10-30%, a GPU-bound one 1-3%): the band then reaches at least
-    9% (UNMEASURED_REGIME_GAIN), below which a regime noise of 4.5% could decide."""
+    was timed twice, T rests on other regimes' noise, which differs many times over (a
+    loader-bound step spreads far more than a GPU-bound one: docs/trials.md): the band then
+    reaches at least 9% (UNMEASURED_REGIME_GAIN), below which a regime noise of 4.5% could
+    decide."""
     if gain is None or threshold is None or status not in ("accepted", "unsure", "rejected"):
         return False  # failed, skipped, numerics: the reference's speed plays no part
     if status == "unsure":
@@ -87,8 +88,8 @@ def retime_reference(status: str, gain: float | None, threshold: float | None, r
 
 def regime_noise(groups: list[list[dict]], ref_runs: list[dict]) -> float | None:
     """The noise of configurations that run like the current reference (mean step within
-    2x of it): a loader-bound baseline on a busy host spreads 10-30% between runs, the
-    GPU-bound stacks after it 1-2%, and the comparison at hand is between the latter."""
+    2x of it): a loader-bound baseline on a busy host spreads far more between runs than the
+    GPU-bound stacks after it (docs/trials.md), and the comparison at hand is between the latter."""
     centre = measure.mean_step_ms(ref_runs)
     if centre is None:
         return None
