@@ -46,8 +46,8 @@ def follow_gpu(win: np.ndarray, launch: np.ndarray, end: np.ndarray) -> np.ndarr
     """Step windows stretched to the GPU work launched in them.
 
     The host runs ahead of a busy GPU: a profiled step's host range can end while its kernels
-    are still queued (a GPU-bound ResNet-50's three profiled steps measured 63 ms on the host
-    against 117 ms a step timed), and a rank waiting in an all-reduce does its waiting after
+    are still queued (on a GPU-bound step the host's ranges are far shorter than a step timed:
+    docs/measurement.md), and a rank waiting in an all-reduce does its waiting after
     its host step is over. So a step ends when both its host range and the GPU ops launched in
     it have ended, and starts when both its host range has started and the GPU ops launched
     before it have ended (the previous step's, or those of the steps before the trace's first).
@@ -237,8 +237,8 @@ def _communication(model: TraceModel, ops: GpuOps, sel: np.ndarray, win: np.ndar
 # sparse_all_reduce, broadcast, reduce, all_gather, gather, scatter, all_to_all, barrier, send,
 # recv). The range lasts from the start of the collective to its completion, waiting for the
 # peers included, so it is the CPU twin of an NCCL kernel. (The calling thread only records the
-# enqueue, ``c10d::allreduce_`` etc., 0.1-5 ms; torch 2.14's gloo path emits no
-# ``record_param_comms``.)
+# enqueue, ``c10d::allreduce_`` etc.; torch 2.14's gloo path emits no ``record_param_comms``:
+# tests/fixtures/traces/README.md.)
 CPU_COLLECTIVE_PREFIXES = ("gloo:",)
 # Ops that are communication or its bookkeeping, never compute: the collectives themselves, the
 # c10d enqueue/wait ops and NCCL's CPU-side ranges.
@@ -285,7 +285,7 @@ def _cpu_communication(model: TraceModel, ops: GpuOps, win: np.ndarray, n: int) 
       cpu_op, so the gap is exposed time.
     - user_annotation / python_function ranges (``advisor::backward``, ``DDP.forward``,
       ``ProfilerStep#``) are not compute: they span the waits too.
-    - the enqueue (``c10d::allreduce_``, up to ~5 ms for a 25 MB bucket on the recording box) is
+    - the enqueue (``c10d::allreduce_``, milliseconds for a large bucket: the fixtures' README) is
       not compute although its parent (``autograd::engine::evaluate_function: AccumulateGrad``,
       DDP's hook) is a cpu_op: hence the per-thread subtraction rather than dropping whole ops.
       The same removes ops nested inside a collective on its own thread (its copies) and the

@@ -1,4 +1,5 @@
-"""Rule thresholds, each with the evidence it was chosen from. Override with
+"""Rule thresholds, each with the reason it was chosen (what was measured when it was set:
+docs/measurement.md, and tests/fixtures/traces/README.md for the fixtures'). Override with
 ``--threshold NAME=VALUE`` (or ``ADVISOR_THRESHOLDS="a=1,b=2"``)."""
 
 from __future__ import annotations
@@ -14,20 +15,20 @@ class Thresholds:
     # XProf calls >=20% input time "highly input-bound". Warn at 5%, error at 20%.
     data_wait_frac: float = 0.05
     data_wait_frac_error: float = 0.20
-    # Non-Tensor-Core matmul/conv above 10% of kernel time: on an H200 fp32 ResNet training
-    # spends >60% there, AMP runs leave ~0%; 10% leaves room for small fp32 heads/losses.
+    # Non-Tensor-Core matmul/conv above 10% of kernel time: fp32 conv-net training spends most
+    # of it there, AMP runs next to none; 10% leaves room for small fp32 heads/losses.
     non_tc_gemm_frac: float = 0.10
     # TF32 matmul/conv above 15% of kernel time with autocast off: bf16 runs them at twice the
-    # rate, so at least ~7% of GPU time is at stake, over the 3% trial floor. An H100 fp32
-    # CIFAR ResNet-18 (batch 2048, cuDNN's default TF32) spent 23% there; AMP runs leave <1%.
+    # rate, so at least ~7% of GPU time is at stake, over the 3% trial floor. An fp32 conv net
+    # on cuDNN's default TF32 spends more than that there; AMP runs next to none.
     tf32_gemm_frac: float = 0.15
-    # NCHW<->NHWC transposes: 16.7% (TF32) and 19.5% (fp16) of kernel time on an H200
-    # ResNet-50, 0% with channels_last. 3% is well above rounding noise of stray transposes.
+    # NCHW<->NHWC transposes: a large share of an NCHW conv net's kernel time on Tensor Cores,
+    # none with channels_last. 3% is well above rounding noise of stray transposes.
     transpose_frac: float = 0.03
     # Host-to-device copies from pageable memory: any pageable copy above 1 MB per step is
-    # worth pinning (pageable 3 MB copies ran at ~10 GB/s vs ~50 GB/s pinned on H200).
+    # worth pinning (pageable copies of that size run at a fraction of the pinned bandwidth).
     pageable_h2d_bytes: float = 1 << 20
-    # Fills under zero_grad: 2.7% of kernel time on H200 ResNet-50; 0.5% is measurable.
+    # Fills under zero_grad: a visible share of a ResNet's kernel time; 0.5% is measurable.
     zero_grad_fill_frac: float = 0.005
     # Unfused optimizer: foreach/fused launch O(1) kernels per op; above this many kernels per
     # step inside optimizer.step the per-parameter loop is in use.
@@ -48,9 +49,9 @@ class Thresholds:
     exposed_comm_frac: float = 0.10
     # Straggler: the other ranks' time in collectives exceeds the least-waiting rank's by this
     # fraction of the step (ADV116; collectives align step times, so waits, not step times,
-    # differ). Unchanged at 0.10; CPU DDP over gloo on a 2-vCPU VM, one profiled step, 10
-    # recordings: 30 ms straggler 51-64% of the step, balanced ranks 0-17% (median 6%, 1 of 10
-    # above 0.10: a scheduler hiccup in one step reads as a straggler; see traces/README.md).
+    # differ). Unchanged at 0.10: recorded stragglers lie far above it and balanced ranks
+    # mostly below, where a scheduler hiccup in one step can read as a straggler
+    # (tests/fixtures/traces/README.md, "Noise").
     straggler_frac: float = 0.10
     # H2D bytes per sample above this with float32 images suggest copying uint8 (4x fewer bytes).
     float_input_h2d_frac: float = 0.02

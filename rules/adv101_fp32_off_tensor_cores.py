@@ -8,8 +8,8 @@ What it does:
 Why is this bad:
     On Ampere and Hopper GPUs the Tensor Cores deliver 8-16x the fp32 FLOP rate. A model
     that trains in plain fp32 (with TF32 disabled, the PyTorch default for matmuls) leaves
-    most of the chip idle: on an H200, fp32 ResNet training spends most of its kernel time
-    in such kernels.
+    most of the chip idle: fp32 ResNet training spends most of its kernel time in such
+    kernels.
 
 Example:
     model = resnet50().cuda()
@@ -37,8 +37,8 @@ NAME = "fp32-off-tensor-cores"
 SEVERITY = "warning"
 NEEDS = ("gpu",)
 FIX = "amp"
-# tf32_nchw is a hit: with TF32 allowed, cuDNN still ran fp32 SIMT kernels
-# (wgrad_alg1_engine<float>, *_ffma_* GEMMs) for 17.5% of kernel time on an H200.
+# tf32_nchw is a hit: with TF32 allowed, cuDNN still runs fp32 SIMT kernels for some
+# convolutions (wgrad_alg1_engine<float>, *_ffma_* GEMMs), over the threshold in that trace.
 HITS = ("fp32_nchw", "tf32_nchw")
 NON_HITS = {"amp_bf16_nchw": "autocast bf16: 1.8% of kernel time left off the Tensor Cores",
             "fp32_nchw_autocast_config": "autocast observed in the config: never advise AMP twice"}

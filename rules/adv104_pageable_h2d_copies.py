@@ -6,8 +6,8 @@ What it does:
 
 Why is this bad:
     A pageable copy is staged through a driver bounce buffer and is synchronous with the
-    host: it runs at a fraction of PCIe/NVLink bandwidth (about 10 GB/s for 3 MB copies on an
-    H200) and blocks the training loop, so it cannot overlap with compute.
+    host: it runs at a fraction of PCIe/NVLink bandwidth and blocks the training loop, so it
+    cannot overlap with compute.
 
 Example:
     loader = DataLoader(dataset, batch_size=256)          # pin_memory=False

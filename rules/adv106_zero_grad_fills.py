@@ -7,8 +7,8 @@ What it does:
 
 Why is this bad:
     ``zero_grad(set_to_none=False)`` launches one fill per parameter every step and the
-    backward then adds into zeros instead of writing fresh gradients: pure memory traffic
-    (2.7% of kernel time on an H200 ResNet-50).
+    backward then adds into zeros instead of writing fresh gradients: pure memory traffic,
+    every step.
 
 Example:
     optimizer.zero_grad(set_to_none=False)

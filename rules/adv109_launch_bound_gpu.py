@@ -7,8 +7,8 @@ What it does:
 Why is this bad:
     When the CPU cannot issue kernels as fast as the GPU finishes them, the GPU waits for
     launches: the step time is set by Python and the CUDA launch path, not by the math.
-    ``nsys analyze`` flags GPU utilization under 50%. On an H200, ResNet-50 at 32x32 with
-    batch 256 runs 4-8 ms of kernels in a 22-31 ms step.
+    ``nsys analyze`` flags GPU utilization under 50%. A ResNet-50 at 32x32 with batch 256
+    keeps the GPU busy for a small part of its step.
 
 Example:
     model = resnet18()       # small images, small batch: thousands of tiny kernels
@@ -32,9 +32,9 @@ FIX = "torch-compile"
 HITS = ("amp_bf16_channels_last",)
 NON_HITS = {"gpu_run_h100_cifar_tuned_graphs": "CUDA graphs, data on the GPU: kernels fill 86% of the unprofiled H100 step",
             "gpu_resident_resnet50_cl": "224x224 ResNet-50, batch 128, data on the GPU: long kernels keep it busy"}
-# Faster kernels leave the launches exposed: on an H100, a nanoGPT-style fp32 step was 79%
-# busy and this rule fired only on AMP's trace; compile's trial then started from scratch
-# (31.9 s). advisor.guesses starts it ahead while AMP's trial runs.
+# Faster kernels leave the launches exposed: a step busy enough in fp32 may fire this rule
+# only on AMP's trace, and compile's trial would then start from scratch (docs/trials.md).
+# advisor.guesses starts it ahead while AMP's trial runs.
 AFTER = ("amp",)
 
 
@@ -42,7 +42,7 @@ def check(ctx):
     busy = ctx.analysis.get("gpu_busy_pct")
     if busy is None:
         return None
-    # The profiler slows the CPU side of a step (1.6x on the H100 tuned CIFAR run), so a
+    # The profiler slows the CPU side of a step (docs/measurement.md), so a
     # launch-bound step looks idler profiled than it is: judge GPU kernel time against the
     # unprofiled step when the run measured one.
     # The loop's measured waits for data are the loader's cost (ADV103/ADV118 report them),

@@ -44,9 +44,9 @@ HITS = ("sync_item", "sync_item_observed_config", "gpu_run_h100_compiled_item_sy
         "gpu_run_h100_compiled_item_syncs_b", "gpu_run_h100_compiled_item_syncs_slow_host")
 NON_HITS = {"amp_bf16_channels_last": "no .item() or synchronize inside the step",
             "fp32_nchw": "its 2 syncs per step are pageable H2D copies (ADV104's finding)"}
-# A sync per step costs most once the step is short and launched as CUDA graphs: on an H100
-# this rule first fires on compile's trace (deferring gained 18-39% there), and that trial,
-# started from scratch, takes 18-28 s. advisor.guesses starts it ahead while compile's runs.
+# A sync per step costs most once the step is short and launched as CUDA graphs: this rule
+# often first fires on compile's trace, and that trial, started from scratch, pays its whole
+# start-up (docs/trials.md). advisor.guesses starts it ahead while compile's runs.
 AFTER = ("torch-compile",)
 
 
@@ -82,8 +82,8 @@ def check(ctx):
     blocked = ctx.analysis.get("sync_blocked_ms_per_step")
     measured = ctx.analysis.get("measured") or {}
     # The host's waits in .item() during the timed window (the runner times them there,
-    # unprofiled): the profiler slows the host, and on a slower H100 host it left a compiled
-    # step only 0.02 ms blocked in the profiled trace (7.73 ms profiled, 4.89 ms timed).
+    # unprofiled): the profiler slows the host, and a compiled step can read as barely
+    # blocked in the profiled trace (docs/measurement.md).
     unprofiled = measured.get("item_wait_ms_per_step")
     evidence = [f"{s['name']}: {s['per_step']:.1f} per step" for s in syncs][:6] \
         + ([f".item() on a device tensor at {', '.join(sites[:4])}"] if sites else [])
@@ -95,12 +95,12 @@ def check(ctx):
         evidence.append(f"GPU idle per step: {ms(idle)}" + (f" ({ms(loader)} of data waits per step are the loader's)" if loader else ""))
         now = True
     else:
-        # Where the host never waits in the syncs (a loader-bound or launch-bound eager step:
-        # 0.01-0.05 ms blocked against 9-22 ms steps on an H100, 0.1-0.2%) it bounds the step
-        # and the syncs cost nothing yet. Where it does (compiled, CUDA graphs), deferring them
-        # lets it queue the next step while the GPU runs: the step tends to the GPU's busy
-        # time, so the gain is the timed step's excess over it (on an H100 that estimate was
-        # 0.92 ms; deferring gave 0.94).
+        # Where the host never waits in the syncs (a loader-bound or launch-bound eager step,
+        # blocked in them for a sliver of the step) it bounds the step and the syncs cost
+        # nothing yet. Where it does (compiled, CUDA graphs), deferring them lets it queue the
+        # next step while the GPU runs: the step tends to the GPU's busy time, so the gain is
+        # the timed step's excess over it (an estimate that matched what deferring gave:
+        # docs/measurement.md).
         step = step_ms(ctx)
         timed = float(measured.get("step_ms") or step)
         wait = float(unprofiled if unprofiled is not None else blocked)
@@ -108,7 +108,7 @@ def check(ctx):
         gain = min(idle, max(0.0, timed - (step - idle))) if waits else wait
         if unprofiled is not None:
             # The host gets back at most the time it waits: on an eager step that the GPU
-            # bounds, its 0.35 ms of waits in a 9.1 ms step (H100) is all deferring can give.
+            # bounds, its waits are all deferring can give.
             gain = min(gain, unprofiled)
         evidence.append((f"host waiting in .item() in the timed window: {ms(unprofiled)} per step; " if unprofiled is not None else "")
                         + (f"host blocked in them: {ms(blocked)} per profiled step; " if blocked is not None else "")

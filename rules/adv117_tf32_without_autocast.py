@@ -8,8 +8,8 @@ What it does:
 Why is this bad:
     TF32 is the slow half of the Tensor Cores: bf16 and fp16 run at twice its rate on Ampere
     and Hopper, and 16-bit activations halve the bytes every elementwise and normalization
-    kernel moves. ADV101 does not see this model (its convolutions are on the Tensor Cores);
-    on an H100 an fp32 ResNet-18 spent 23% of its kernel time in TF32 convolutions.
+    kernel moves. ADV101 does not see this model (its convolutions are on the Tensor Cores),
+    yet an fp32 ResNet spends a large share of its kernel time in TF32 convolutions.
 
 Example:
     model = resnet18().cuda()        # fp32; cuDNN uses TF32 for the convolutions

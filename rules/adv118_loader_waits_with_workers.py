@@ -9,8 +9,8 @@ What it does:
 Why is this bad:
     Workers hide per-sample work only while they stay ahead of the loop. Each epoch starts
     with an empty queue, and heavy per-sample work (decoding, dtype conversion,
-    normalization) is redone every epoch: on an H100 the slow CIFAR recipe with 4 workers
-    stepped in 12-17 ms inside an epoch and waited 150-260 ms at each epoch start.
+    normalization) is redone every epoch: a loader whose few workers keep up inside an epoch
+    still waits many steps' time at each epoch start.
 
 Example:
     class Images(Dataset):
@@ -57,8 +57,8 @@ NON_HITS = {"slow_loader": "num_workers=0: more workers come first (ADV103)",
 
 # A torchvision transform that draws anew each time it runs: its samples cannot be stored once
 # (preload-dataset and precompute-samples refuse them on a read twice), so more workers make
-# them instead, up to the host's cores (an H100 host's ImageFolder recipe with 4 workers
-# waited 87% of its window for JPEG decoding and random crops).
+# them instead, up to the host's cores (JPEG decoding and random crops in a few workers can
+# keep the loop waiting most of its window: docs/measurement.md).
 RANDOM_TRANSFORM = re.compile(r"Random|Augment|AugMix|ColorJitter|GaussianBlur|ElasticTransform")
 
 
@@ -83,8 +83,8 @@ def check(ctx):
     profiled = phase_ms(ctx, "data_wait") / total if total else 0.0
     # Waits inside the profiled steps too: the workers never keep up. Only in the window:
     # epoch starts (and stragglers) the profiled steps happened to miss, worth a warning
-    # once they cost what XProf calls highly input-bound (an H100 CIFAR run with 8 workers
-    # lost 38% of its window to ~100 ms waits at each of its 24-step epochs).
+    # once they cost what XProf calls highly input-bound (epoch starts alone can cost that:
+    # docs/measurement.md).
     t = ctx.thresholds
     severity = "warning" if profiled >= t.data_wait_frac or frac >= t.data_wait_frac_error else "info"
     per_step = float(measured.get("data_wait_ms_per_step") or 0.0)

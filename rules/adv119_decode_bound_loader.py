@@ -12,9 +12,9 @@ What it does:
 Why is this bad:
     JPEG decoding and per-sample augmentation are CPU work that grows with the image and the
     batch; once the workers hold most of the cores, adding workers no longer feeds the GPU.
-    On an H200 host a ResNet-18 over a folder of JPEGs in bf16 and channels_last stepped at
-    6,188 samples/s with 8 workers (5,506 with 16) and waited for batches; with DALI it
-    stepped at 11,242, 87% of its data-free ceiling.
+    A ResNet-18 over a folder of JPEGs in bf16 and channels_last waits for batches with 8
+    workers and with 16; with DALI it steps far faster, close to its data-free ceiling
+    (benchmarks/RESULTS.md, "The dali fix").
 
 Example:
     dataset = datasets.ImageFolder(root, transforms.Compose([

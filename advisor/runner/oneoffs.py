@@ -5,12 +5,12 @@ once and not again.
   an epoch's end). Its time is taken out of the step it fell in (that step's training work, an
   epoch's start included, stays in), and so are its one-off costs: a compiled model
   recompiles for eval mode and the evaluation's batch shapes, and cudnn.benchmark searches
-  algorithms for them (mnist's CNN on an H100: compiled trials averaged 42-62 ms a step
-  against 2.5 over a window holding one). The GPU is synchronized where the pass begins, so
+  algorithms for them (a window holding one pass can average many times the step:
+  docs/measurement.md). The GPU is synchronized where the pass begins, so
   the training work queued before it is not taken out with it.
 - A whole step, when torch.compile compiled a new graph in it (a recompile on a new shape),
   or when a DataLoader gave it a batch of a size not seen before (an epoch's short last
-  batch: cudnn.benchmark searches again, 0.8 s in mnist's window of 2.3 ms steps).
+  batch: cudnn.benchmark searches again, at a cost far above a step's).
 
 A window leaves out at most 2 + a quarter of the steps it counts: a script that recompiles
 or meets new batch sizes every step is timed with those costs in, as it runs.

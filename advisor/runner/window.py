@@ -5,8 +5,8 @@ and so would time a different (serialized) program. The per-step times are host-
 boundaries; they tile the window, whose end waits for the GPU. The window lasts at least
 ``min_s`` seconds, up to CAP times the steps asked, and spans whole epochs when the training
 DataLoader's epoch is at most ALIGN times the steps asked: any k*L consecutive steps hold
-exactly k epoch starts, where the loader's workers make a fresh first batch (on an H100,
-150-260 ms against 15 ms steps; windows holding one or two of them differed by 20%).
+exactly k epoch starts, where the loader's workers make a fresh first batch (many steps'
+time each: a window holding one more of them reads slower, docs/measurement.md).
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ import torch
 from advisor.runner._util import MIN_TIMED
 
 # How far a window may grow past the steps asked to reach min_s. Short steps need many of
-# them: on an H100 a 16 ms step holding one 60 ms host hiccup moved a 48-step window by 8%.
-# 40x was tried (windows of 4-5 ms steps stop at ~1 s at 10x, under the 2 s asked): on an
-# H100 the tuned example (360 steps in all) then ended inside its window, and batch-size
-# trials (half the steps) too, so neither was profiled. Until the window knows how long the
-# script runs, the profile comes first.
+# them: one host hiccup moves a short window of short steps by several %. A larger cap
+# lets short steps fill min_s, but a short script then ends inside its window, and its
+# batch-size trials (half the steps) too, so neither is profiled (docs/measurement.md).
+# Until the window knows how long the script runs, the profile comes first.
 CAP = 10
 # Whole epochs only when one is at most this many times the steps asked, so the window
 # grows by less than an epoch: a one-epoch script (the CPU quick start: 40 steps) cannot
