@@ -8,12 +8,12 @@ samples/s is directly comparable. What differs:
   * the uint8 dataset is held on the device and each batch is one gather there from a
     permutation made there (same shuffle and epochs), normalized on the GPU; --data workers instead
     reads a uint8 Dataset with DataLoader(num_workers=min(8, cpus), pin_memory,
-    persistent_workers) and non_blocking copies (it stalls ~100 ms at each epoch start);
+    persistent_workers) and non_blocking copies (it stalls at each epoch start);
   * optimizer.zero_grad(set_to_none=True); SGD(fused=True) on CUDA (foreach=True on CPU);
   * loss.item() only when a loss line is printed;
   * on CUDA, torch.compile(mode="reduce-overhead"): CUDA graphs replay the step's kernels,
-    which an eager ResNet-18 at 32x32 cannot launch fast enough to keep an H100 busy
-    (eager: 12 ms/step with the GPU busy a quarter of it; graphed: 5.8 ms). --compile off
+    which an eager ResNet-18 at 32x32 cannot launch fast enough to keep a fast GPU busy
+    (benchmarks/RESULTS.md has the eager and graphed steps). --compile off
     gives the eager recipe.
 
     python3 examples/cifar_resnet_tuned.py
@@ -160,8 +160,8 @@ def main(argv=None):
     if args.data == "device":
         # The whole uint8 dataset lives on the device (150 MB for 50k CIFAR images) and each
         # batch is one gather from a permutation made there: no per-sample Python, no workers,
-        # no copies, no stall at each epoch start (a DataLoader over indices still spent
-        # ~1.3 ms a step building 2048-int index lists on an H100 host).
+        # no copies, no stall at each epoch start (a DataLoader over indices still spends host
+        # time every step building a list of one Python int per sample).
         loader = DeviceBatches(images.to(device), labels.to(device), args.batch_size)
     else:
         loader = torch.utils.data.DataLoader(

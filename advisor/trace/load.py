@@ -27,7 +27,7 @@ from typing import BinaryIO
 
 import orjson
 
-BLOCK = 8 << 20          # bytes per read; ~8 MB of JSON becomes ~50 MB of transient dicts
+BLOCK = 8 << 20          # bytes per read; its JSON becomes several times its size in transient dicts
 MAX_CARRY = 256 << 20    # an unparseable run longer than this is a malformed file, not a big event
 HEAD_LIMIT = 64 << 20    # "traceEvents" must start within this many bytes
 MAX_TAIL = 256 << 10     # top-level keys after traceEvents (Kineto writes only traceName)
@@ -360,7 +360,8 @@ def parse_file(path: str) -> tuple[Sink, dict]:
         raise TraceError(f"{path}: empty file")
     sink = Sink()
     # The parse creates millions of short-lived dicts that can never form cycles; the cyclic
-    # GC would rescan them on every allocation threshold and costs ~4x the parse itself.
+    # GC would rescan them on every allocation threshold, at several times the parse's own cost
+    # (benchmarks/RESULTS.md, trace ingest).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
