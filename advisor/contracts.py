@@ -107,7 +107,8 @@ class Verification(TypedDict, total=False):
     error: str
     reason: str
     tree: str
-    argv: list[str]
+    argv: list[str]                # the script's arguments it ran with
+    command: list[str]             # as the user runs it: patch.command
     runs: int
     samples_per_s: float
     step_time_ms: float
@@ -120,6 +121,7 @@ class Verification(TypedDict, total=False):
 
 class PatchDocument(TypedDict, total=False):
     file: str | None               # "fixes.patch", None when no edit was placed
+    command: list[str]             # the exact command to run with the patch applied (verify.recommended_command)
     notes: list[PatchNote]
     verification: Verification
 

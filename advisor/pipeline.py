@@ -212,9 +212,10 @@ class Analyze:
         texts: dict = {}
         diff, notes = make_patch(str(path), fixes, doc["config"], root=str(path.parent),
                                  executed=doc.get("executed_lines"), texts=texts, argv=self.script_args)
+        command = verify.recommended_command(self.script, self.script_args, notes)
         if diff:
-            (self.run_dir / "fixes.patch").write_text(diff)
-        doc["patch"] = {"file": "fixes.patch" if diff else None, "notes": notes}
+            (self.run_dir / "fixes.patch").write_text(verify.patch_header(command) + diff)
+        doc["patch"] = {"file": "fixes.patch" if diff else None, "command": command, "notes": notes}
         if not self.stages.verify or not (diff or any(n.get("argv_changes") for n in notes)):
             return
         if self.ctrl_c.pressed():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -76,6 +77,29 @@ def argv_with_changes(argv: list[str], notes: list[PatchNote]) -> list[str]:
     return out
 
 
+def recommended_command(argv0: str, script_args: list[str], notes: list[PatchNote]) -> list[str]:
+    """patch.command: the exact command the user runs with fixes.patch applied: ``python`` and the
+    script as they typed it, their arguments with the patch's flag changes; under the ddp fix, its
+    torchrun launch with those arguments. Equal to the user's own command when no flag changes."""
+    args = argv_with_changes(script_args, notes)
+    launch = next((n["launch"] for n in notes if n.get("applied") and n.get("launch")), None)
+    if launch:   # "torchrun --nproc-per-node N <script> <the user's arguments>": its prefix, our arguments
+        tokens = shlex.split(launch)
+        return [*tokens[:len(tokens) - len(script_args)], *args]
+    return ["python", argv0, *args]
+
+
+def command_line(command: list[str]) -> str:
+    """One copyable line."""
+    return shlex.join(command)
+
+
+def patch_header(command: list[str]) -> str:
+    """fixes.patch's first lines, before the diff (git apply and patch skip them)."""
+    return ("advisor: the fixes `advisor analyze` kept (run.json patch; its run as plain python: patch.verification).\n"
+            f"Apply from the script's directory with `git apply fixes.patch`, then run:\n    {command_line(command)}\n\n")
+
+
 # ----------------------------------------------------------------------------- checks
 
 def _check(fix: dict, config: dict, base: dict) -> tuple[bool | None, str, str]:
@@ -113,13 +137,16 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     python (timed, no fix at run time) and compare; returns ``patch.verification``."""
     from advisor.runner.parent import run_child
 
+    command = recommended_command(script, script_args, notes)
     script = os.path.realpath(script)
     root = os.path.dirname(script)
     tree = Path(run_dir) / "verify" / "tree"
     copies = sorted({*patched_files(diff), os.path.basename(script)})
     mirror_tree(root, str(tree), copies)
     error = apply_patch(diff, str(tree), texts) if diff else None   # a flag change alone: nothing to apply
-    out: Verification = {"tree": os.path.relpath(tree, run_dir), "argv": argv_with_changes(script_args, notes), "runs": 0}
+    # the command the user is told to run (patch.command), run here on the patched tree
+    out: Verification = {"tree": os.path.relpath(tree, run_dir), "argv": argv_with_changes(script_args, notes),
+                         "command": command, "runs": 0}
     if error:
         return {**out, "status": "not applied", "error": error}
     patched = str(tree / os.path.basename(script))

@@ -357,3 +357,23 @@ def test_verified_only_when_every_edit_took_and_the_stack_is_reached(of_stack, t
     head = {"verified": "verified as plain python", "short": "fixes.patch as plain python falls short",
             "partial": f"fixes.patch as plain python: partial ({took.count(False)} edit"}[status]
     assert line.startswith(head), line
+
+
+def test_the_recommended_command_is_the_users_with_the_patchs_flag_changes():
+    """patch.command: python and the script as typed, the user's arguments with the flags the
+    patch changes on the command line; the ddp fix's torchrun launch with the same arguments."""
+    workers = {"intervention": "dataloader-workers", "applied": True,
+               "argv_changes": [{"flag": "--numworkers", "from": "1", "to": 8}]}
+    args = ["--numworkers", "1", "--epochs=3"]
+    assert verify.recommended_command("main.py", args, []) == ["python", "main.py", *args]
+    assert verify.recommended_command("src/main.py", args, [workers]) == \
+        ["python", "src/main.py", "--numworkers", "8", "--epochs=3"]
+    ddp = {"intervention": "ddp", "applied": True, "launch": "torchrun --nproc-per-node 2 'my dir/main.py' "
+                                                              "--numworkers 1 --epochs=3"}
+    assert verify.recommended_command("my dir/main.py", args, [workers, ddp]) == \
+        ["torchrun", "--nproc-per-node", "2", "my dir/main.py", "--numworkers", "8", "--epochs=3"]
+    not_placed = {**ddp, "applied": False}
+    assert verify.recommended_command("main.py", [], [not_placed])[0] == "python"
+    header = verify.patch_header(["python", "my dir/main.py", "--numworkers", "8"])
+    assert "    python 'my dir/main.py' --numworkers 8\n" in header and header.endswith("\n\n")
+    assert not any(line.startswith(("--- ", "+++ ", "@@", "diff ")) for line in header.splitlines())

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shlex
 
 import libcst as cst
 
@@ -84,7 +85,7 @@ def ddp(ctx: PatchContext, fix: dict, p: dict) -> dict:
     # the script from where advisor ran: relative below that directory, else its full path
     inside = ctx.script.startswith(os.path.join(ctx.cwd, ""))
     script = os.path.relpath(ctx.script, ctx.cwd) if inside else ctx.script
-    launch = f"torchrun --nproc-per-node {n} {script}" + "".join(f" {a}" for a in ctx.argv)
+    launch = shlex.join(["torchrun", "--nproc-per-node", str(n), script, *ctx.argv])
     return applied(where, [f"_ddp_start() after the imports of {fm.rel}: one GPU a process, the process group",
                            f"_ddp_model({target}) after {location(fm, fm.line_of(mstmt))}" if not own else
                            f"the model: the script's own DistributedDataParallel at {location(fm, own)}, "

@@ -9,6 +9,7 @@ ever uses textContent or draws on a canvas.
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 from advisor.report.overhead import of_doc, of_trial
@@ -203,7 +204,9 @@ def patch_view(doc: dict, run_dir: Path | None) -> dict | None:
                         "skipped": v.get("status") == "skipped",
                         "argv": v.get("argv"), "runs": v.get("runs"),
                         "argv_changes": [c for n in p.get("notes") or [] for c in n.get("argv_changes") or []]}
+    command = p.get("command")
     return {"file": p.get("file"), "text": text, "missing": missing, "verification": verification,
+            "command": shlex.join(str(a) for a in command) if isinstance(command, list) and command else None,
             "notes": [n for n in p.get("notes") or [] if isinstance(n, dict)], "hunks": split_hunks(text)}
 
 
