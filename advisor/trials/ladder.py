@@ -152,9 +152,9 @@ class _Ladder:
 
     def _settle_groups(self) -> None:
         """A group's best value joins the stack once none of its values is left to try (tried,
-        or dropped by a requeue): checked after every trial, for every group. An H200
-        ladder that kept 8 DataLoader workers as pending, trialled AMP and DALI without them,
-        and lost them when a later commit requeued the group's last value away."""
+        or dropped by a requeue): checked after every trial, for every group, so that a kept
+        value is not lost when a later commit requeues the group's last value away
+        (docs/trials.md, "What shaped the ladder")."""
         left = {c.group for c in self.queue if c.key not in self.tried}   # a value asked for twice counts once
         for group in [g for g in self.pending if g not in left]:
             winner = self.pending.pop(group)
@@ -191,9 +191,8 @@ class _Ladder:
     def _floor_ms(self) -> float:
         """The least gain confirmation rounds could still accept: at the noise of the
         reference's own regime, 0 (the 3% floor) while nothing there was timed twice: the
-        rounds measure it then. (A floor borrowed from the loader-bound stacks, 15% of a
-        compiled 4.35 ms step on an H100, would reject deferred syncs that give 12.6% on
-        another run of the same stack.)"""
+        rounds measure it then. A floor borrowed from another regime (the loader-bound stacks')
+        would reject small real gains on a fast compiled step."""
         noise = regime_noise(self.groups, self.ref_runs) or 0.0
         return measure.acceptance_threshold(noise, 1 + CONFIRM_ROUNDS, 1 + CONFIRM_ROUNDS) * self._ref_ms()
 
@@ -266,8 +265,8 @@ class _Ladder:
         if cand.note:
             rec["rung_note"] = cand.note
         # Losses are held to the baseline's: with a kept fix that changes numerics (AMP) in the
-        # stack, at that fix's tolerance (held to a safe fix's 10%, cudnn.benchmark on an H100
-        # ImageFolder stack is rejected for AMP's bf16 losses, +28% against the fp32 baseline's).
+        # stack, at that fix's tolerance (held to a safe fix's 10%, a safe fix on top of AMP
+        # would be rejected for AMP's own bf16 losses).
         numerics = mod.changes_numerics or any(rungs.fix_for(c).changes_numerics for c in self.stack)
         status, reason, gain, used = self._confirm(name, cand, runs, numerics)
         rec.update(status=status, reason=reason, gain_vs_previous=gain, threshold=used,
@@ -336,8 +335,8 @@ class _Ladder:
             self.say(f"trial {name}'s trace points at {', '.join(sorted({c.name for c in found}))}: queued")
             self.queue = sorted(self.queue + found, key=lambda c: -(c.est_gain_ms or 0.0))
             # The rules need not find them on the kept stack's trace (without the rejected
-            # fix, an H100's eager fp32 step was not launch-bound): they stay queued until
-            # tried (dropped, compile goes untried: on an H100 that left a ladder at 52% of the control).
+            # fix, the step may not be launch-bound): they stay queued until tried (dropped,
+            # compile would go untried).
             self.learned |= {c.key for c in found}
 
     def _confirm(self, name: str, cand: Candidate, runs: list[dict], changes_numerics: bool) -> Verdict:
@@ -355,7 +354,7 @@ class _Ladder:
             self.say(f"trial {name}: {verdict.reason}; the reference has one run"
                      f"{'' if measured else ' and no noise of its own regime'}: timing it again")
             # guessed beside what comes next: a confirmation round's first run, the same stack
-            # timed again (unguessed, it compiles on the critical path: 23.7 s on an H100)
+            # timed again (unguessed, it compiles on the critical path)
             nxt = guesses.likely_next(self, cand, name)
             round1 = (f"{name}-confirm1-reference", self.stack, False)
             again_ref = self._again(f"{name}-reference", self.stack,
@@ -369,8 +368,8 @@ class _Ladder:
                 and not self.stopping():
             self.say(f"trial {name}: {verdict.reason}; timing the reference and the trial again")
             k = len(runs)
-            # each run of a round is guessed while the one before it runs (started fresh, seven
-            # such processes took 120 s of a 320 s ladder on an H100)
+            # each run of a round is guessed while the one before it runs (started fresh, each
+            # pays its start-up on the ladder's critical path)
             nxt = [(f"{name}-confirm{k + 1}-reference", self.stack, False)] if k + 1 < 1 + CONFIRM_ROUNDS else []
             again_ref = self._again(f"{name}-confirm{k}-reference", self.stack,
                                     [(f"{name}-confirm{k}", [*self.stack, cand], False), *after])
@@ -414,8 +413,8 @@ class _Ladder:
         self.result["stack"] = [s for c in self.stack for s in c.as_specs()]
         # The kept fix's runs (one, unless it was confirmed) are the new reference as they
         # are: it is timed again only when a later verdict could turn on it (_confirm). A
-        # repeat after every kept fix cost a process each, mostly after gains (+267%, +47%)
-        # that a second run could not change.
+        # repeat after every kept fix cost a process each, mostly after gains a second run
+        # could not change.
         self.ref_runs, self.ref_config = runs, runs[0].get("config") or self.ref_config
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
         if self.stopping():
@@ -431,7 +430,7 @@ class _Ladder:
         self.queue = rungs.requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry,
                                    frozenset(self.learned | waiting), self.rules())
         # what the rules no longer ask for here may come back on the next trace (a finding
-        # near its threshold, as deferred syncs on an H100): advisor.trials.guesses names it
+        # near its threshold): advisor.trials.guesses names it
         now_keys = {c.key for c in self.queue}
         self.dropped = {k: c for k, c in {**self.dropped, **before}.items() if k not in now_keys and k not in self.tried}
         for c in self.queue:
