@@ -101,6 +101,10 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-trials", type=positive_int, default=16, help="most trials to run (default 16)")
     p.add_argument("--trial-timeout", type=positive_float, default=900.0,
                    help="seconds before a trial is stopped (default 900)")
+    p.add_argument("--run-steps", type=positive_int, default=None, metavar="N",
+                   help="the length of the run you will do, in training steps: a fix whose one-off cost "
+                        "(a compile, a preload) is not paid back within it is left out of fixes.patch "
+                        "(default: the script's own length when it ends under advisor, else unknown)")
     p.add_argument("--no-verify", action="store_true",
                    help="do not run the patched script as plain python to check fixes.patch")
     p.add_argument("--lookahead", type=nonneg_int, default=None, metavar="N",

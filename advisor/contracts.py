@@ -69,6 +69,9 @@ class TrialRecord(TypedDict, total=False):
     first_step_ms: float | None
     startup_s: float | None
     warmup_cost_s: float | None
+    one_off_s: float | None        # its lead-in beyond the baseline's: paid once per run (measure.one_off_s)
+    saved_per_step_s: float | None  # what it saves on a baseline step's samples
+    break_even_steps: int | None   # baseline steps to pay back one_off_s (None: never)
     elapsed_s: float | None
     left_out_steps: list[int]
     started_held: bool
@@ -123,6 +126,8 @@ class PatchDocument(TypedDict, total=False):
     file: str | None               # "fixes.patch", None when no edit was placed
     command: list[str]             # the exact command to run with the patch applied (verify.recommended_command)
     notes: list[PatchNote]
+    left_out: dict[str, str]       # kept fixes the patch leaves out: {fix: why} (payback.unpaid)
+    end_to_end: dict[str, Any]     # the whole run projected before and after (payback.end_to_end)
     verification: Verification
 
 
@@ -146,6 +151,7 @@ class RunDocument(TypedDict, total=False):
     roofline: dict[str, Any]
     schedule: dict[str, Any]
     own_traces: dict[str, Any]
+    run_length: dict[str, Any]     # {"steps", "source"}: the user's run, where known (advisor.payback)
     ranks: list[dict[str, Any]]    # one row per rank of an --nproc-per-node run (results.rank_analyses)
 
 
@@ -153,7 +159,7 @@ REQUIRED = {"schema": int, "status": str, "incomplete_reasons": list, "measureme
             "environment": dict, "findings": list, "trials": list}
 TYPES = {"analysis": (dict, type(None)), "patch": dict, "roofline": dict, "schedule": dict, "own_traces": dict,
          "trial_summary": dict, "notes": list, "traces": dict, "ranks": list, "interrupted_during": str,
-         "sandbox": dict}
+         "sandbox": dict, "run_length": dict}
 
 
 class ContractError(ValueError):

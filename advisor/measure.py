@@ -50,6 +50,50 @@ def warmup_cost_s(child: dict) -> float | None:
     return sum(max(0.0, t - steady) for t in warm) / 1e3
 
 
+def lead_in_s(child: dict) -> float | None:
+    """Seconds of work from the script's first line to its steady step: the start-up to the end
+    of its first step (set-up, data, model; a preload, a precompute, the workers' start), less
+    one steady step, plus what the later warm-up steps took beyond it (compilation, CUDA graph
+    recording, autotuning). A process held at its first CUDA use (started ahead) does not count
+    its wait. None where the run noted no start-up."""
+    at = child.get("startup") or {}
+    script, first = at.get("script"), at.get("first_step")
+    steady = step_ms(child)
+    if not all(isinstance(x, (int, float)) for x in (script, first)) or steady is None:
+        return None
+    work = first - script
+    held, released = at.get("held"), at.get("released")
+    if isinstance(held, (int, float)) and isinstance(released, (int, float)) and released >= held:
+        work -= released - held
+    return max(0.0, work - steady / 1e3) + (warmup_cost_s(child) or 0.0)
+
+
+def one_off_s(child: dict, base: dict) -> float | None:
+    """The run's one-off cost beyond the baseline's: its lead-in less the baseline's (a compile,
+    a preload, an autotune, paid once per run)."""
+    a, b = lead_in_s(child), lead_in_s(base)
+    return None if a is None or b is None else a - b
+
+
+def saved_per_step_s(child: dict, base: dict) -> float | None:
+    """Seconds the run saves on the baseline's step: the baseline's step less the time this run
+    takes for the same samples (its batch may differ)."""
+    rate, base_rate, base_ms = samples_per_s(child), samples_per_s(base), step_ms(base)
+    if not rate or not base_rate or not base_ms:
+        return None
+    return base_ms / 1e3 - (base_ms / 1e3) * base_rate / rate
+
+
+def break_even_steps(one_off: float | None, saved: float | None) -> int | None:
+    """Baseline steps after which a one-off cost is paid back by the per-step saving: 0 when
+    there is no cost; None when it never is (no saving) or either is unknown."""
+    if one_off is None or saved is None:
+        return None
+    if one_off <= 0:
+        return 0
+    return math.ceil(one_off / saved) if saved > 0 else None
+
+
 def micro_batches(child: dict) -> int:
     """Batches one training step trains on (gradient accumulation: several). The batches a
     DataLoader gave the step; with none feeding the loop (the script samples its own
@@ -214,6 +258,10 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
         "startup_s": startup_s(child),
         "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
         "warmup_cost_s": warmup_cost_s(child),
+        # paid once per run, beyond the baseline's, and the baseline steps it takes to pay back
+        "one_off_s": _round(one_off := one_off_s(child, base)),
+        "saved_per_step_s": _round(saved := saved_per_step_s(child, base), 6),
+        "break_even_steps": break_even_steps(one_off, saved),
         "peak_memory_bytes": mem.get("max_allocated_bytes"),
         "speedup_vs_baseline": plus_one(throughput_gain(child, base)),
         "losses": child.get("losses") or [],
@@ -222,6 +270,10 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
         "profiled_step_time_ms": (analysis or {}).get("step_time_ms"),
         "kernel_time_by_class": (analysis or {}).get("kernel_time_by_class"),
     }
+
+
+def _round(x: float | None, digits: int = 2) -> float | None:
+    return None if x is None else round(x, digits)
 
 
 def kept_trial(trials: list[dict]) -> dict | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor import headroom, measure, results, rundir, specs
+from advisor import headroom, measure, payback, results, rundir, specs
 from advisor.contracts import RunDocument
 from advisor.specs import AnalyzeOptions
 
@@ -36,6 +36,7 @@ class StageOptions:
     trial_timeout: float = 900.0
     lookahead: int | None = None         # processes started ahead (None: by the host)
     json: bool = False                   # --json: the script's output goes to stderr
+    run_steps: int | None = None         # --run-steps: the user's run length (advisor.payback)
 
 
 class Interrupts:
@@ -186,11 +187,11 @@ class Analyze:
         doc["trials"] = result["trials"]
         doc["trial_summary"] = {k: result.get(k) for k in ("noise", "threshold", "stack", "interrupted", "processes",
                                                            "lookahead")}
+        length = payback.run_length(child, self.stages.run_steps)
+        if length:
+            doc["run_length"] = length
         if result["stack"]:
-            # --apply's fixes were measured in every trial too: the patch carries them (after
-            # Ctrl-C: the fixes kept before it, not verified)
-            self._patch_and_verify(opts, doc, child, [*st.applied, *result["stack"]],
-                                   (measure.kept_trial(result["trials"]) or {}).get("samples_per_s"))
+            self._patch_kept(opts, doc, child, result, length)
         pressed = self.ctrl_c.pressed()  # asked first: a second press stops here at once
         if result["interrupted"] or pressed:
             during = self.ctrl_c.during or "trials"
@@ -198,6 +199,26 @@ class Analyze:
         doc["trial_summary"]["analyze_wall_s"] = round(time.monotonic() - self.started, 1)  # baseline + trials
         doc["roofline"] = headroom.summary(doc, child)
         self.save(doc)
+
+    def _patch_kept(self, opts: AnalyzeOptions, doc: RunDocument, child: dict, result: dict,
+                    length: dict | None) -> None:
+        """fixes.patch for the kept stack, less the fixes whose one-off cost the run does not pay
+        back (advisor.payback, where the run's length is known), and its verification. --apply's
+        fixes were measured in every trial too: the patch carries them (after Ctrl-C: the fixes
+        kept before it, not verified)."""
+        records = payback.kept_records(doc["trials"], result["stack"])
+        left = payback.unpaid(records, length)
+        kept = [r for r in records if r["fix"] not in left]
+        stack = [s for s in result["stack"] if s["name"] not in left]
+        if stack or self.stages.applied:
+            self._patch_and_verify(opts, doc, child, [*self.stages.applied, *stack],
+                                   kept[-1].get("samples_per_s") if kept else measure.samples_per_s(child))
+        patch = doc.setdefault("patch", {"file": None, "notes": []})
+        if left:
+            patch["left_out"] = left
+        e2e = payback.end_to_end(child, kept[-1] if kept else None, length)
+        if e2e:
+            patch["end_to_end"] = e2e
 
     def _patch_and_verify(self, opts: AnalyzeOptions, doc: RunDocument, child: dict, stack: list[dict],
                           stack_rate: float | None) -> None:

@@ -152,6 +152,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     stages = StageOptions(
         trials=not ns.no_trials, verify=not getattr(ns, "no_verify", False), only=only, applied=applied,
         budget_s=ns.budget * 60.0, max_trials=ns.max_trials, trial_timeout=ns.trial_timeout, json=ns.json,
+        run_steps=getattr(ns, "run_steps", None),
         # ranks start under torch.distributed.run, never ahead (runner/ranks.py)
         lookahead=0 if opts.nproc_per_node > 1 else ns.lookahead)
     try:

@@ -170,6 +170,12 @@ def print_summary(doc: dict, console: Console) -> None:
     if patch.get("command") and (patch.get("file") or any(n.get("argv_changes") for n in patch.get("notes") or [])):
         # one copyable line: the command the verification ran on the patched tree
         console.print(f"run: {escape(shlex.join(str(a) for a in patch['command']))}", highlight=False, soft_wrap=True)
+    for fix, why in (patch.get("left_out") or {}).items():
+        console.print(f"left out of fixes.patch: {escape(str(fix))}: {escape(str(why))}")
+    e2e = patch.get("end_to_end")
+    if isinstance(e2e, dict):
+        console.print(f"the whole run ({e2e.get('steps')} steps: {escape(str(e2e.get('source')))}): "
+                      f"{e2e.get('baseline_s')} s as written, {e2e.get('patched_s')} s patched, one-off costs included")
     if isinstance(patch.get("verification"), dict):
         from advisor.report.verification import shortfalls
         v = patch["verification"]

@@ -55,6 +55,7 @@ def baseline_row(doc: dict) -> dict:
             "step_time_ms": num(meas.get("step_time_ms")), "samples_per_s": num(meas.get("samples_per_s")),
             "speedup": 1.0 if num(meas.get("samples_per_s")) or num(meas.get("step_time_ms")) else None,
             "gain": None, "breakdown": _dict(analysis.get("breakdown")), "warmup_cost_s": None,
+            "one_off_s": None, "break_even_steps": None,
             "profiled_step_time_ms": num(analysis.get("step_time_ms")),
             "kernel_time_by_class": _dict(analysis.get("kernel_time_by_class")),
             "traces": [str(x) for x in (doc.get("traces") or {}).get("baseline") or []], "origin": None,
@@ -75,6 +76,7 @@ def trial_row(t: dict) -> dict:
             "samples_per_s": num(t.get("samples_per_s")), "speedup": num(t.get("speedup_vs_baseline")),
             "gain": num(t.get("gain_vs_previous")), "breakdown": _dict(t.get("breakdown")),
             "warmup_cost_s": num(t.get("warmup_cost_s")),
+            "one_off_s": num(t.get("one_off_s")), "break_even_steps": num(t.get("break_even_steps")),
             "profiled_step_time_ms": num(t.get("profiled_step_time_ms")),
             "kernel_time_by_class": _dict(t.get("kernel_time_by_class")),
             "traces": [str(x) for x in t.get("traces") or []] if isinstance(t.get("traces"), list) else [],
@@ -205,7 +207,11 @@ def patch_view(doc: dict, run_dir: Path | None) -> dict | None:
                         "argv": v.get("argv"), "runs": v.get("runs"),
                         "argv_changes": [c for n in p.get("notes") or [] for c in n.get("argv_changes") or []]}
     command = p.get("command")
+    left = p.get("left_out") if isinstance(p.get("left_out"), dict) else {}
+    e2e = p.get("end_to_end") if isinstance(p.get("end_to_end"), dict) else None
     return {"file": p.get("file"), "text": text, "missing": missing, "verification": verification,
+            "left_out": [{"fix": str(k), "why": str(w)} for k, w in left.items()],
+            "end_to_end": {k: e2e.get(k) for k in ("steps", "source", "baseline_s", "patched_s", "speedup")} if e2e else None,
             "command": shlex.join(str(a) for a in command) if isinstance(command, list) and command else None,
             "notes": [n for n in p.get("notes") or [] if isinstance(n, dict)], "hunks": split_hunks(text)}
 

@@ -1,0 +1,75 @@
+"""When a fix pays back: its one-off cost (a compile, a preload, an autotune) against what it saves
+a step, over the run the user will actually do.
+
+A trial's record carries ``one_off_s`` (its lead-in beyond the baseline's, measure.one_off_s) and
+``break_even_steps``. Where advisor knows the run's length (``run_length``: ``--run-steps``, or the
+script ended by itself under advisor), ``end_to_end`` projects the whole run's wall time before and
+after the kept stack, and ``unpaid`` names the kept fixes whose own one-off cost the rest of the
+run does not pay back: the patch leaves them out, with the reason (docs/patch.md).
+"""
+
+from __future__ import annotations
+
+from advisor import measure
+
+
+def run_length(child: dict, run_steps: int | None = None) -> dict | None:
+    """The run's length in the baseline's steps, and where it comes from; None when unknown."""
+    if run_steps:
+        return {"steps": int(run_steps), "source": "--run-steps"}
+    from advisor.schedule import script_steps
+
+    n = script_steps(child)
+    if n:
+        return {"steps": n, "source": "the script ended by itself under advisor"}
+    return None
+
+
+def kept_records(trials: list[dict], stack: list[dict]) -> list[dict]:
+    """The accepted trial records of the kept stack, in the order they were kept (the last
+    accepted record of each kept fix)."""
+    names = [s.get("name") for s in stack]
+    out = []
+    for name in dict.fromkeys(names):
+        recs = [t for t in trials if t.get("status") == "accepted" and not t.get("apart") and t.get("fix") == name]
+        if recs:
+            out.append(recs[-1])
+    return sorted(out, key=lambda r: trials.index(r))
+
+
+def unpaid(records: list[dict], length: dict | None) -> dict[str, str]:
+    """{fix: why it is left out} for the kept fixes whose own one-off cost (beyond the stack before
+    it) is more than what they save over the run. Without a known length, none."""
+    if not length:
+        return {}
+    out: dict[str, str] = {}
+    prev_cost, prev_saved = 0.0, 0.0
+    for rec in records:
+        cost, saved = rec.get("one_off_s"), rec.get("saved_per_step_s")
+        if cost is None or saved is None:
+            continue
+        own_cost, own_saved = cost - prev_cost, saved - prev_saved
+        if own_cost > 0 and own_cost > own_saved * length["steps"]:
+            out[rec["fix"]] = (f"its one-off cost ({own_cost:.1f} s) is not paid back within the run's "
+                               f"{length['steps']} steps ({length['source']}): it saves "
+                               f"{own_saved * 1e3:.1f} ms a step")
+        else:
+            prev_cost, prev_saved = cost, saved
+    return out
+
+
+def end_to_end(base: dict, kept: dict | None, length: dict | None) -> dict | None:
+    """patch.end_to_end: the projected wall time of the whole run, from the script's first line,
+    before and after the patch's fixes (``kept``: the record of the last fix the patch keeps, its
+    one-off costs and saving against the baseline)."""
+    lead, base_ms = measure.lead_in_s(base), measure.step_ms(base)
+    if not length or lead is None or not base_ms:
+        return None
+    steps = length["steps"]
+    before = lead + steps * base_ms / 1e3
+    cost, saved = (kept or {}).get("one_off_s"), (kept or {}).get("saved_per_step_s")
+    if kept is not None and (cost is None or saved is None):
+        return None
+    after = before if kept is None else lead + cost + steps * (base_ms / 1e3 - saved)
+    return {"steps": steps, "source": length["source"], "baseline_s": round(before, 1),
+            "patched_s": round(after, 1), "speedup": round(before / after, 3) if after > 0 else None}
