@@ -105,7 +105,11 @@ def test_an_evaluation_longer_than_the_stall_limit_is_progress(runs):
     res, err, records = runs["eval_warmup"]
     _completed(res)
     assert _alive_after_step_30(records) >= PAUSE_S - STALL_S
-    assert len(res["step_times_ms"]) == 5 and max(res["step_times_ms"]) < PAUSE_S * 1e3 / 2  # the pass is in none
+    # the pass fell in warm-up step 31 (the longest after the first, which holds the script's
+    # start-up) and in no timed step
+    warm = res["warmup_step_times_ms"]
+    assert len(warm) == 35 and max(warm[1:]) == warm[30], warm
+    assert len(res["step_times_ms"]) == 5 and max(res["step_times_ms"]) < warm[30], res["step_times_ms"]
 
 
 def test_an_evaluation_between_timed_steps_is_progress(runs):
@@ -121,7 +125,8 @@ def test_an_evaluation_pass_in_eval_mode_between_timed_steps_is_progress_and_lef
     assert _alive_after_step_30(records) >= PAUSE_S - STALL_S
     # .eval() to .train(): taken out of the step it fell in, as before
     assert res["left_out_steps"] == {"evaluation": 1} and res["left_out_ms"] >= PAUSE_S * 1e3 - 100
-    assert len(res["step_times_ms"]) == 20 and max(res["step_times_ms"]) < PAUSE_S * 1e3 / 2
+    # the step it fell in does not hold it (it would be longer than the pass alone)
+    assert len(res["step_times_ms"]) == 20 and max(res["step_times_ms"]) < res["left_out_ms"], res["step_times_ms"]
 
 
 def test_checkpoint_writes_are_progress(runs):
