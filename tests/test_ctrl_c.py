@@ -121,7 +121,9 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path):
     p.send_signal(signal.SIGINT)   # the trial catches it and takes its minute
     time.sleep(0.5)   # two presses, not one: signals sent together can arrive as one
     p.send_signal(signal.SIGINT)
-    assert p.wait(timeout=120) == 130
+    # at once: the second press's own reason, not the script's minute or the grace period
+    # waited out (a guard only: how long it took is not asserted)
+    assert p.wait(timeout=WAIT_S) == 130
     stderr = err.read_text(errors="replace")
     assert "stopped (Ctrl-C twice)" in stderr, stderr[-3000:]
     assert "Traceback" not in stderr, stderr[-3000:]
