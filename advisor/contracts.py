@@ -53,6 +53,7 @@ class TrialRecord(TypedDict, total=False):
     changes_numerics: bool
     members: list[str]             # a bundle's fixes
     rung_note: str                 # why the ladder tried it this way (a pair, a rider on compile)
+    overrides: str                 # measured apart: the user's reproducibility choice it would override
     threshold: float
     scaling: dict[str, Any]        # a ddp trial against one process
     # measure.trial_figures

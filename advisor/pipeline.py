@@ -37,6 +37,7 @@ class StageOptions:
     lookahead: int | None = None         # processes started ahead (None: by the host)
     json: bool = False                   # --json: the script's output goes to stderr
     run_steps: int | None = None         # --run-steps: the user's run length (advisor.payback)
+    allow: frozenset = frozenset()       # --allow: the user's choices fixes may override (Fix.allowed_by)
 
 
 class Interrupts:
@@ -182,7 +183,7 @@ class Analyze:
             baseline_findings=doc["findings"], environment=doc["environment"], budget_s=st.budget_s,
             max_trials=st.max_trials, trial_timeout=st.trial_timeout, only=st.only, applied=st.applied,
             stdout_to_stderr=st.json, warm=warm, held=held, lookahead=st.lookahead, progress=self.progress,
-            split_profile=split_profile, interrupted=self.ctrl_c.pressed)
+            split_profile=split_profile, interrupted=self.ctrl_c.pressed, allow=st.allow)
         result = trials.run_trials(ctx)
         doc["trials"] = result["trials"]
         doc["trial_summary"] = {k: result.get(k) for k in ("noise", "threshold", "stack", "interrupted", "processes",

@@ -454,6 +454,50 @@ def test_batch_size_x4_runs_only_after_x2_paid(tmp_path, x2_step_ms, runs_x4):
         assert x4["status"] == "not run" and "was not faster" in x4["reason"]
 
 
+@pytest.mark.parametrize("allow", [frozenset(), frozenset({"nondeterministic"})])
+def test_a_fix_overriding_the_users_determinism_is_measured_apart_unless_allowed(tmp_path, allow):
+    """A script that sets cudnn.deterministic keeps it: cudnn.benchmark is not bundled or kept,
+    it is measured on top of the kept fixes and says why it stays out of fixes.patch; --allow
+    nondeterministic trials it as any other fix."""
+    base = {**_timed(100.0), "config": {"cudnn.deterministic": {"value": True, "where": "train.py:12"}}}
+
+    class ByFix(trials.TrialRunner):
+        def process(self, ctx, name, stack, profile=True, guesses=None):
+            names = {p.name for c in stack for p in c.parts}
+            return _timed(100.0 - 10 * ("set-to-none" in names) - 10 * ("cudnn-benchmark" in names)), None, None
+
+        def ceiling(self, after):
+            return None
+
+    ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
+                              baseline=base, environment={}, progress=lambda s: None, allow=allow,
+                              baseline_findings=[_finding("cudnn-benchmark", 5.0), _finding("set-to-none", 3.0)],
+                              runner=ByFix())
+    result = trials.run_trials(ctx)
+    kept = [s["name"] for s in result["stack"]]
+    if allow:
+        assert "cudnn-benchmark" in kept and not [t for t in result["trials"] if t.get("apart")]
+        return
+    assert kept == ["set-to-none"]
+    rec = _rec(result, "apart-cudnn-benchmark")
+    assert rec["apart"] and rec["status"] == "measured" and rec["interventions"] == ["set-to-none", "cudnn-benchmark"]
+    assert rec["overrides"] == "torch.backends.cudnn.deterministic = True at train.py:12"
+    assert "changes reproducibility" in rec["reason"] and "--allow nondeterministic" in rec["reason"]
+
+
+def test_the_users_reproducibility_choices_that_cudnn_benchmark_would_override():
+    from advisor import fixes
+
+    fix = fixes.get("cudnn-benchmark")
+    assert fix.overrides({}) is None
+    assert fix.overrides({"cudnn.benchmark": {"value": False, "where": None}}) is None      # torch's default
+    assert fix.overrides({"cudnn.benchmark": {"value": False, "where": "t.py:3"}}) == \
+        "torch.backends.cudnn.benchmark = False at t.py:3"
+    assert fix.overrides({"deterministic_algorithms": {"value": True, "where": "t.py:4"}}) == \
+        "torch.use_deterministic_algorithms(True) at t.py:4"
+    assert fixes.get("set-to-none").overrides({"cudnn.deterministic": {"value": True}}) is None
+
+
 def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path):
     """advisor.trials.lookahead: with each process the ladder names the trials likely to come next
     (the next rung if this fix is kept, and if it is not), by its own choice of rungs (pairs,

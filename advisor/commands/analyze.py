@@ -138,6 +138,10 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     unknown = sorted((only or set()) - set(fixes.names()))
     if unknown:
         return _fail(f"--fix: no fix named {', '.join(unknown)}; known: {', '.join(fixes.names())}", 2)
+    allow = frozenset(filter(None, (w.strip() for w in (getattr(ns, "allow", "") or "").split(","))))
+    words = {f.allowed_by for f in fixes.all_fixes() if f.allowed_by}
+    if allow - words:
+        return _fail(f"--allow: no such choice {', '.join(sorted(allow - words))}; known: {', '.join(sorted(words))}", 2)
     try:
         applied = fixes.parse_specs(ns.apply) if ns.apply else []
     except ValueError as exc:
@@ -152,7 +156,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     stages = StageOptions(
         trials=not ns.no_trials, verify=not getattr(ns, "no_verify", False), only=only, applied=applied,
         budget_s=ns.budget * 60.0, max_trials=ns.max_trials, trial_timeout=ns.trial_timeout, json=ns.json,
-        run_steps=getattr(ns, "run_steps", None),
+        run_steps=getattr(ns, "run_steps", None), allow=allow,
         # ranks start under torch.distributed.run, never ahead (runner/ranks.py)
         lookahead=0 if opts.nproc_per_node > 1 else ns.lookahead)
     try:

@@ -57,6 +57,7 @@ class Fix:
     slow_start: ClassVar[bool] = False        # its process is long to start: guessed two trials ahead
     fresh: ClassVar[bool] = False             # its trials are never started ahead
     apart: ClassVar[bool] = False             # measured apart, on top of the final stack, never kept
+    allowed_by: ClassVar[str | None] = None   # the --allow word that lets it override the user's choice (overrides)
     feeds_data: ClassVar[bool] = False        # a fix of the data pipeline: the data-free ceiling's cached batch stands in for it
     tie_reason: ClassVar[str] = "and came later"  # why a later value of its group wins a tie
     # the patch
@@ -94,6 +95,12 @@ class Fix:
         return 1
 
     # --- the ladder ----------------------------------------------------------------------
+    def overrides(self, config: dict) -> str | None:
+        """The user's explicit choice this fix would override, in words with its place (a
+        reproducibility setting): the fix is then measured apart and left out of fixes.patch
+        unless the user allows it (--allow). None: nothing of theirs is overridden."""
+        return None
+
     def candidates(self, params: dict, environment: dict) -> list[dict]:
         """A finding's proposal → the trials that test it, each the keyword arguments of an
         advisor.trials.candidates.Candidate beside name/origin/gain ("fallback": another such

@@ -12,6 +12,20 @@ class CudnnBenchmark(Fix):
     bundled = True
     slow_start = True   # its first step searches every convolution's algorithms
     where_key = "cudnn.benchmark"
+    allowed_by = "nondeterministic"   # the algorithm cuDNN picks may differ from run to run
+
+    def overrides(self, config):
+        """A script that asks for reproducible convolutions (cudnn.deterministic, deterministic
+        algorithms, or benchmark switched off in its own code) keeps them."""
+        for key, text in (("cudnn.deterministic", "torch.backends.cudnn.deterministic = True"),
+                          ("deterministic_algorithms", "torch.use_deterministic_algorithms(True)")):
+            entry = config.get(key) or {}
+            if entry.get("value") is True:
+                return text + (f" at {entry['where']}" if entry.get("where") else "")
+        entry = config.get("cudnn.benchmark") or {}
+        if entry.get("value") is False and entry.get("where"):
+            return f"torch.backends.cudnn.benchmark = False at {entry['where']}"
+        return None
 
     def lightning_edit(self, ctx, fix, params, trainers):
         from advisor.patch.frameworks import _on_calls

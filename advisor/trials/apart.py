@@ -1,6 +1,8 @@
-"""Fixes measured apart from the ladder: a larger batch changes training dynamics (the learning
-rate wants scaling with it), so it is never stacked; each factor runs on top of the ladder's
-final stack and is judged against it (not the baseline), and the report shows it apart."""
+"""Fixes measured apart from the ladder, never stacked, each run on top of the ladder's final
+stack and judged against it (not the baseline), shown apart in the report: a larger batch
+changes training dynamics (the learning rate wants scaling with it); a fix that would override
+the user's explicit reproducibility choice (cudnn.deterministic, Fix.overrides) is measured so the
+user knows what it would give, and stays out of fixes.patch unless they allow it (--allow)."""
 
 from __future__ import annotations
 
@@ -12,15 +14,18 @@ from advisor.trials.verdicts import judge
 
 
 def name(cand: Candidate) -> str:
-    return f"apart-{cand.name}-x{cand.params.get('factor')}"
+    factor = cand.params.get("factor")
+    return f"apart-{cand.name}" + (f"-x{factor}" if factor else "")
 
 
-def measure_all(after: After, cands: list[Candidate]) -> list[dict]:
+def measure_all(after: After, cands: list[Candidate], overridden: dict[str, str] | None = None) -> list[dict]:
     """Batch-size factors in ascending order; a larger one only when the smaller one was
     measured faster than the kept fixes (x4 after an x2 that was slower, crashed or did not
     fit is a process spent on a foregone answer; one that cannot apply says why for itself).
-    Returns the records, in order, for the ladder's trials."""
+    Returns the records, in order, for the ladder's trials. overridden: {fix: the user's choice it
+    would override} (those are measured once each, and say so)."""
     out: list[dict] = []
+    overridden = overridden or {}
     cands = sorted(cands, key=lambda c: c.params.get("factor") or 0)
     for i, cand in enumerate(cands):
         if after.out_of_budget():
@@ -31,12 +36,12 @@ def measure_all(after: After, cands: list[Candidate]) -> list[dict]:
                         "interventions": [], "reason": f"{prev['name']} was not faster than the kept fixes"})
             continue
         nxt = cands[i + 1:i + 2] if after.ahead else []
-        out.append(_measure(after, cand, [(name(c), [*after.stack, c], True) for c in nxt]))
+        out.append(_measure(after, cand, [(name(c), [*after.stack, c], True) for c in nxt], overridden.get(cand.name)))
     return out
 
 
-def _measure(after: After, cand: Candidate, guesses: list) -> TrialRecord:
-    """A batch-size trial on top of the kept fixes, judged against them (not the baseline)."""
+def _measure(after: After, cand: Candidate, guesses: list, overrides: str | None = None) -> TrialRecord:
+    """A trial on top of the kept fixes, judged against them (not the baseline)."""
     mod = fixes.get(cand.name)
     why = mod.not_applicable(after.base.get("config") or {}, after.environment, cand.params)
     trial = name(cand)
@@ -44,16 +49,22 @@ def _measure(after: After, cand: Candidate, guesses: list) -> TrialRecord:
         rec: TrialRecord = {"name": trial, "fix": cand.name, "params": cand.params, "status": "skipped", "reason": why}
     else:
         child, analysis, _ = after.process(trial, [*after.stack, cand], guesses=guesses)
-        rec = {"name": trial, "fix": cand.name, "params": cand.params, "changes_numerics": True,
+        numerics = overrides is None or mod.changes_numerics
+        rec = {"name": trial, "fix": cand.name, "params": cand.params, "changes_numerics": numerics,
                "description": mod.describe(cand.params), "interventions": [c.key for c in [*after.stack, cand]],
                "apart": True, **measure.trial_figures(child, analysis, after.base)}
         ref = after.reference
-        status, reason, gain, _used = judge([child], ref.runs, ref.loss, ref.noise, True)
+        status, reason, gain, _used = judge([child], ref.runs, ref.loss, ref.noise, numerics)
         rec["status"] = "measured" if status in ("accepted", "unsure") else status
         rec["gain_vs_previous"] = gain
-        rec["reason"] = reason.replace("the previous stack", "the kept fixes") + \
-            "; changes training dynamics: scale the learning rate with the batch"
-        _per_process(rec, after)
+        reason = reason.replace("the previous stack", "the kept fixes")
+        if overrides:
+            rec["overrides"] = overrides
+            rec["reason"] = (f"{reason}; changes reproducibility: your script sets {overrides}, so it is not in "
+                             f"fixes.patch (--allow {mod.allowed_by} keeps it)")
+        else:
+            rec["reason"] = reason + "; changes training dynamics: scale the learning rate with the batch"
+            _per_process(rec, after)
     return rec
 
 

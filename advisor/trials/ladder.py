@@ -132,7 +132,7 @@ class _Ladder:
             measured_noise = self.noise if measure.pooled_noise(self.groups) is not None else None
             self.result["noise"], self.result["threshold"] = measured_noise, measure.acceptance_threshold(self.noise)
             if not self.stopping():
-                measured = apart.measure_all(self.after(), self.result["apart"])
+                measured = apart.measure_all(self.after(), self.result["apart"], self.overridden())
                 self.trials.extend(measured)
                 self.result["apart"] = measured
             if not self.stopping():
@@ -185,8 +185,16 @@ class _Ladder:
         on a pair just rejected would add channels_last twice, rejected alone before too)."""
         each = {r.key: r for r in (*self._riders(), *riders)}
         return dict(config=self.ref_config, environment=self.ctx.environment, only=self.ctx.only,
-                    retried=frozenset(self.retried), slow=frozenset(self.slow), apart=frozenset(fixes.with_trait("apart")),
+                    retried=frozenset(self.retried), slow=frozenset(self.slow),
+                    apart=frozenset(fixes.with_trait("apart")) | frozenset(self.overridden()),
                     floor_ms=self._floor_ms(), riders=tuple(each.values()))
+
+    def overridden(self) -> dict[str, str]:
+        """{fix: the user's choice it would override} for the fixes measured apart for it: the
+        baseline's config shows the choice (Fix.overrides) and --allow does not name its word."""
+        config = self.base.get("config") or {}
+        return {f.name: why for f in fixes.all_fixes() if f.allowed_by not in self.ctx.allow
+                and (why := f.overrides(config))}
 
     def _floor_ms(self) -> float:
         """The least gain confirmation rounds could still accept: at the noise of the

@@ -76,6 +76,7 @@ class TrialContext:
     # process that Ctrl-C reached tells (run_child forwards it)
     interrupted: Callable[[], bool] | None = None
     runner: TrialRunner = field(default_factory=TrialRunner)   # how a trial runs (a fake one in tests)
+    allow: frozenset = frozenset()  # --allow: what a fix may override of the user's choices (Fix.allowed_by)
 
     def out_of_budget(self) -> bool:
         return time.monotonic() - self.started > self.budget_s

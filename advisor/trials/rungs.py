@@ -189,9 +189,10 @@ def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dic
     ladder's next step, and a guess at it for a process started ahead: advisor.trials.lookahead).
     kept: names of fixes kept (and --apply's); retried: keys tried again after the bottleneck
     moved, whose partner rejected as slow (in `slow`) may come back; apart: names measured
-    apart (batch size); config: the kept stack's observed configuration; floor_ms: the least
-    gain a trial can be accepted on now (the threshold times the reference's step); riders:
-    fixes rejected on a host-bound step, trialled with torch-compile (Fix.rides_with_compile)."""
+    apart (batch size; a fix that would override the user's reproducibility choice); config:
+    the kept stack's observed configuration; floor_ms: the least gain a trial can be accepted
+    on now (the threshold times the reference's step); riders: fixes rejected on a host-bound
+    step, trialled with torch-compile (Fix.rides_with_compile)."""
     out = Pick(None, list(queue), set(tried))
     while out.queue:
         cand = out.queue.pop(0)
@@ -227,7 +228,7 @@ def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dic
             out.notes.append(pair.note)
             rung = pair
         else:
-            rung = _bundled(cand, out, kept, config, environment, only)
+            rung = _bundled(cand, out, kept | apart, config, environment, only)
             if rung is None:
                 continue
         why = fix_for(rung).not_applicable(config, environment, rung.params)
