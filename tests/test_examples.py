@@ -103,21 +103,17 @@ def test_imagefolder_out_keeps_and_reuses_data(tmp_path):
     assert [p.stat().st_mtime_ns for p in jpegs] == mtimes  # reused, not rewritten
 
 
-def test_slow_loader_workers_are_faster(tmp_path):
-    """The per-sample cost is mostly sleep, so two workers approach 2x even on 2 cores.
-
-    A timing test on a shared 2-core machine: other processes can starve the workers for a
-    moment, so it takes the best of up to 3 back-to-back pairs."""
-    common = ["--steps", "20", "--batch-size", "16", "--sleep-ms", "4", "--log-every", "5"]
-    seen = []
-    for _attempt in range(3):
-        serial = samples_per_s(run_example("slow_loader.py", "--workers", "0", *common, cwd=tmp_path))
-        parallel = samples_per_s(run_example("slow_loader.py", "--workers", "2", *common, cwd=tmp_path))
-        seen.append(f"workers=2: {parallel:.0f} samples/s vs workers=0: {serial:.0f}")
-        if parallel > 1.3 * serial:
-            break
-    else:
-        pytest.fail("two workers were not faster than none: " + "; ".join(seen))
+def test_slow_loader_workers_load_the_same_batches(tmp_path):
+    """--workers spreads the loading over processes and changes nothing else: the same batches
+    in the same order, so the same losses step for step (each sample is made from the seed
+    and its index). How much faster two workers are is a figure, printed by
+    benchmarks/slow_loader_workers.py, not asserted here."""
+    common = ["--steps", "20", "--batch-size", "16", "--sleep-ms", "4", "--log-every", "1"]
+    serial = run_example("slow_loader.py", "--workers", "0", *common, cwd=tmp_path)
+    parallel = run_example("slow_loader.py", "--workers", "2", *common, cwd=tmp_path)
+    assert "workers=0" in serial and "workers=2" in parallel
+    assert len(losses(serial)) == 20 and losses(parallel) == losses(serial), (losses(serial), losses(parallel))
+    assert samples_per_s(serial) > 0 and samples_per_s(parallel) > 0
     assert list(tmp_path.iterdir()) == []
 
 
