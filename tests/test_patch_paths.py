@@ -377,3 +377,82 @@ def test_the_recommended_command_is_the_users_with_the_patchs_flag_changes():
     header = verify.patch_header(["python", "my dir/main.py", "--numworkers", "8"])
     assert "    python 'my dir/main.py' --numworkers 8\n" in header and header.endswith("\n\n")
     assert not any(line.startswith(("--- ", "+++ ", "@@", "diff ")) for line in header.splitlines())
+
+
+TRAINER_MAIN = """
+import argparse
+from trainer import Train
+
+p = argparse.ArgumentParser()
+p.add_argument("--numworkers", type=int, default=1)
+p.add_argument("--epochs", type=int, default=1)
+args = p.parse_args()
+Train(args.epochs).run(num_workers=args.numworkers)
+"""
+TRAINER_MOD = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Train:
+    def __init__(self, epochs):
+        self.epochs = epochs
+
+    def run(self, num_workers=0):
+        ds = TensorDataset(torch.randn(8, 2))
+        loader = DataLoader(ds, batch_size=2, num_workers=num_workers)
+        return loader
+"""
+
+
+@pytest.mark.parametrize("argv,expect", [
+    (["--numworkers", "1"], "flag"),      # the user passes it: the command changes
+    ([], "default"),                       # left at its default: the default changes
+])
+def test_a_worker_count_passed_down_as_a_parameter_is_changed_where_the_user_sets_it(tmp_path, argv, expect):
+    """main.py --numworkers 1 → Train().run(num_workers=args.numworkers) → DataLoader(...,
+    num_workers=num_workers) in a method of another module: the value is followed through the
+    parameter to the caller's argument and on to the flag, not written as a literal at the call."""
+    root = _project(tmp_path, {"main.py": TRAINER_MAIN, "trainer.py": TRAINER_MOD})
+    config = {"dataloader": {"value": {"num_workers": 1}, "where": "trainer.py:11"}}
+    fixes = [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}]
+    diff, notes = make_patch(str(root / "main.py"), fixes, config, cwd=str(root), argv=argv)
+    note = notes[0]
+    assert note["applied"], note
+    added = "".join(line for line in diff.splitlines() if line.startswith("+"))
+    assert "num_workers=8" not in added      # the user's expression stays at the call
+    if expect == "flag":
+        assert note["argv_changes"] == [{"flag": "--numworkers", "from": "1", "to": "8"}], note
+        assert verify.recommended_command("main.py", argv, notes) == ["python", "main.py", "--numworkers", "8"]
+    else:
+        assert '+p.add_argument("--numworkers", type=int, default=8)' in diff.splitlines(), diff
+        assert not note.get("argv_changes")
+
+
+def test_a_value_kept_on_self_is_followed_to_the_constructors_caller(tmp_path):
+    main = """
+    import argparse
+    from trainer import Train
+    p = argparse.ArgumentParser()
+    p.add_argument("--workers", type=int, default=2)
+    args = p.parse_args()
+    Train(workers=args.workers).run()
+    """
+    mod = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+
+    class Train:
+        def __init__(self, workers):
+            self.workers = workers
+
+        def run(self):
+            return DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=self.workers)
+    """
+    root = _project(tmp_path, {"main.py": main, "trainer.py": mod})
+    config = {"dataloader": {"value": {"num_workers": 2}, "where": "trainer.py:10"}}
+    diff, notes = make_patch(str(root / "main.py"), [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}],
+                             config, cwd=str(root), argv=["--workers", "2"])
+    assert notes[0]["argv_changes"] == [{"flag": "--workers", "from": "2", "to": "8"}], notes
+    assert "num_workers=8" not in "".join(line for line in diff.splitlines() if line.startswith("+"))

@@ -174,6 +174,94 @@ def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
     return [f"{what}: {key}: {value} in {rel}:{n}" + (f" (section {section})" if section else "")], {}
 
 
+# ----------------------------------------------------------------------------- parameters
+
+MAX_DEPTH = 6   # links followed from the call to where the user keeps the value
+
+
+def _enclosing_def(f: SourceFile, node) -> cst.FunctionDef | None:
+    n = f.parent.get(node)
+    while n is not None and not isinstance(n, cst.FunctionDef):
+        n = f.parent.get(n)
+    return n
+
+
+def _is_method(f: SourceFile, fn: cst.FunctionDef) -> bool:
+    """A function of a class whose first parameter is bound (self, cls): not a staticmethod."""
+    block = f.parent.get(fn)
+    return isinstance(block, cst.IndentedBlock) and isinstance(f.parent.get(block), cst.ClassDef) and \
+        not any(last_name(d.decorator) == "staticmethod" for d in fn.decorators)
+
+
+def _parameter(fn: cst.FunctionDef, name: str) -> tuple[int | None, cst.Param] | None:
+    """(its position, or None for a keyword-only one; the parameter) of ``name`` in ``fn``."""
+    positional = [*fn.params.posonly_params, *fn.params.params]
+    for i, p in enumerate(positional):
+        if p.name.value == name:
+            return i, p
+    for p in fn.params.kwonly_params:
+        if p.name.value == name:
+            return None, p
+    return None
+
+
+def _assigned_in(fn: cst.FunctionDef, name: str) -> bool:
+    """Whether the function rebinds ``name`` (then the parameter is not the value at the call)."""
+    for node in _walk(fn.body):
+        if isinstance(node, (cst.AssignTarget, cst.AugAssign)) and isinstance(node.target, cst.Name) and \
+                node.target.value == name:
+            return True
+    return False
+
+
+def _walk(node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.children)
+
+
+def _callers(ctx: PatchContext, files: list[SourceFile], f: SourceFile, fn: cst.FunctionDef):
+    """(file, call, whether ``self`` is bound) of the calls of ``fn`` that ran: by its name, and
+    a class's by the class's name for ``__init__``."""
+    method = _is_method(f, fn)
+    names = {fn.name.value}
+    if method and fn.name.value == "__init__":
+        names = {f.parent.get(f.parent.get(fn)).name.value}
+    for g in files:
+        for call, _s, _e in g.calls:
+            if last_name(call.func) in names and ran_at(ctx, g, call):
+                yield g, call, method
+
+
+def _through_parameter(ctx: PatchContext, f: SourceFile, expr: cst.Name, new: str, what: str, observed,
+                       depth: int):
+    """A value that is a parameter of the function it is used in: changed where the callers that ran
+    pass it (their argument followed on: a flag, a config value, a literal), else at the parameter's
+    default. None when ``expr`` is no parameter."""
+    fn = _enclosing_def(f, expr)
+    found = _parameter(fn, expr.value) if fn is not None else None
+    if found is None or _assigned_in(fn, expr.value):
+        return None
+    index, param = found
+    for g, call, method in _callers(ctx, _files(ctx, f), f, fn):
+        # obj.run(8) and Train(8) bind self: the call's positions start at the def's second
+        bound = method and (isinstance(call.func, cst.Attribute) or fn.name.value == "__init__")
+        pos = None if index is None else index - (1 if bound else 0)
+        arg = find_arg(call, param.name.value, pos if pos is not None and pos >= 0 else None)
+        if arg is not None and (arg[1].star or arg[1].value is expr):
+            continue
+        value = arg[1].value if arg is not None else param.default
+        if value is None:
+            continue
+        try:
+            return set_value(ctx, g if arg is not None else f, value, new, what, observed, depth + 1)
+        except SkipFix:
+            continue
+    return None
+
+
 # ----------------------------------------------------------------------------- assignments
 
 def _sources(ctx: PatchContext, files: list[SourceFile], key: str):
@@ -193,8 +281,9 @@ def _sources(ctx: PatchContext, files: list[SourceFile], key: str):
             if not isinstance(st, cst.SimpleStatementLine) or len(st.body) != 1 or ctx.ran(g, st) is False:
                 continue
             small = st.body[0]
-            if isinstance(small, cst.Assign) and len(small.targets) == 1 and dotted_name(small.targets[0].target) == key:
-                out.append((g, small.value))
+            target = small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1 else None
+            if target is not None and (dotted_name(target) == key or dotted_name(target) == f"self.{key}"):
+                out.append((g, small.value))   # key = v; self.key = v (an attribute set in a method)
             elif isinstance(small, cst.AnnAssign) and dotted_name(small.target) == key and small.value is not None:
                 v = small.value
                 if isinstance(v, cst.Call) and last_name(v.func) == "field":
@@ -216,8 +305,12 @@ def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, obser
     if isinstance(expr, cst.Call) and last_name(expr.func) in ("int", "float", "bool", "str") and \
             len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:
         return set_value(ctx, f, expr.args[0].value, new, what, observed, _depth)   # int(opt.workers)
+    if isinstance(expr, cst.Name) and _depth <= MAX_DEPTH:
+        found = _through_parameter(ctx, f, expr, new, what, observed, _depth)
+        if found is not None:
+            return found
     key = _key_of(expr)
-    if key is None or _depth > 3:
+    if key is None or _depth > MAX_DEPTH:
         raise SkipFix(f"{what} comes from `{code_of(expr)}` at {location(f, f.line_of(expr))}: give it {new}")
     files = _files(ctx, f)
     found = _argparse(ctx, files, key, new, what)
