@@ -4,11 +4,7 @@ under torch.compile, whose compiled region must not swallow the other fixes' hoo
 from __future__ import annotations
 
 import pytest
-from test_runner_support import run_advised, write
-
-# The first step's deadline: a guard against a hang, not a bound. torch.compile on a busy 2-core
-# CPU has taken over 30 s (run_advised's default) to reach it.
-STEP_GUARD = 240
+from test_runner_support import STEP_GUARD, run_advised, write
 
 SCRIPT = """
     import torch

@@ -37,6 +37,26 @@ def run_plain(argv: list[str], cwd: str, timeout: float = 60):
     return p.returncode, p.stdout, p.stderr
 
 
+# The first step's deadline for a script under torch.compile: a guard against a hang, not a
+# bound. torch.compile on a busy 2-core CPU has taken over 30 s (run_advised's default) to
+# reach it ("never reached a training step within 30 s").
+STEP_GUARD = 240
+# How long a test waits for a process to reach a state (held, gone): a guard against a hang,
+# not a bound; nothing is timed by it.
+WAIT_GUARD_S = 300
+
+
+def wait_until(done, what: str, guard_s: float = WAIT_GUARD_S) -> None:
+    """Poll done() until it is true; fail naming `what` only if it never is within guard_s."""
+    import time
+
+    deadline = time.monotonic() + guard_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within the {guard_s:g} s guard")
+        time.sleep(0.1)
+
+
 def run_advised(capfd, script, argv, cwd, run_dir, *, timeout=60, step_timeout=30, grace=5.0, **kw):
     """run_child with the child's stdout/stderr captured at the fd level:
     (result, stdout, stderr, progress records)."""
