@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from test_runner_support import line_of, run_advised, train_script, write
+from test_runner_support import STEP_GUARD, line_of, run_advised, train_script, wait_until, write
 
 from advisor.runner.window import CAP
 
@@ -144,12 +144,16 @@ def test_measure_window_lasts_min_time_up_to_cap_times_the_steps(tmp_path, capfd
             opt.zero_grad()
             time.sleep(0.05 if i < 12 else 0.2)
     """)
-    # 3 steps asked, 0.3 s at least: the 50 ms steps run on past 3 until 0.3 s (about 6 of them)
+    # 3 steps asked, 0.3 s at least: the steps (each holds a 50 ms sleep, so at most 6 fill
+    # 0.3 s) run on past 3 until 0.3 s, and the window closes at the first step that reaches it.
+    # How many that is depends on the machine's load: the count on a fixed clock is
+    # test_the_window_grows_to_min_time_up_to_cap_times_the_steps_on_a_fake_clock.
     res, *_ = run_advised(capfd, script, ["sleepy.py"], str(tmp_path), str(tmp_path / "a"),
                           warmup_steps=1, profile_steps=1, measure_steps=3, measure_min_s=0.3)
     assert res["status"] == "complete", res["incomplete_reasons"]
     n = len(res["step_times_ms"])
-    assert 5 <= n <= 7, res["step_times_ms"]
+    assert 3 <= n <= 6, res["step_times_ms"]
+    assert n == 3 or sum(res["step_times_ms"][:-1]) < 300, res["step_times_ms"]  # no step past 0.3 s
     assert res["measure_window_ms"] >= 300 and res["step_timing"] == "window"
     assert abs(sum(res["step_times_ms"]) - res["measure_window_ms"]) < 1.0  # the steps tile the window
     assert res["steps_seen"] == 1 + n + 2
@@ -157,6 +161,90 @@ def test_measure_window_lasts_min_time_up_to_cap_times_the_steps(tmp_path, capfd
     res, *_ = run_advised(capfd, script, ["sleepy.py"], str(tmp_path), str(tmp_path / "b"),
                           warmup_steps=1, profile_steps=1, measure_steps=2, measure_min_s=60)
     assert res["status"] == "complete" and len(res["step_times_ms"]) == 2 * CAP
+
+
+class _Clock:
+    """A perf_counter that moves only when told (binary fractions of a second: sums are exact)."""
+
+    def __init__(self, t: float = 1024.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+def _steps_until_closed(window, clock, step_s: float, limit: int = 1000) -> int:
+    for n in range(1, limit + 1):
+        clock.advance(step_s)
+        if window.step(0.0):
+            return n
+    raise AssertionError(f"the window did not close in {limit} steps")
+
+
+def test_the_window_grows_to_min_time_up_to_cap_times_the_steps_on_a_fake_clock(monkeypatch):
+    """runner/window.py on an injected clock: the window closes at the first step that
+    reaches min_s, never before the steps asked, never past CAP times them."""
+    from advisor.runner import window
+
+    clock = _Clock()
+    monkeypatch.setattr(window, "perf_counter", clock)
+    w = window.Window(3, 0.3)
+    w.start()
+    # 62.5 ms steps: 0.25 s after 4, 0.3125 s after 5
+    assert _steps_until_closed(w, clock, 0.0625) == 5
+    assert w.step_times_ms == [62.5] * 5 and w.window_ms == 312.5 and w.data_wait_ms == [0.0] * 5
+    w = window.Window(3, 0.3)
+    w.start()
+    assert _steps_until_closed(w, clock, 0.5) == 3  # slow steps: the steps asked, past min_s
+    w = window.Window(2, 60)
+    w.start()
+    assert _steps_until_closed(w, clock, 0.0625) == 2 * CAP  # 1.25 s of a 60 s min time: the cap
+
+
+def test_an_evaluation_pass_is_taken_out_of_the_step_it_fell_in_on_a_fake_clock(monkeypatch):
+    """runner/oneoffs.py and runner/window.py on an injected clock: .eval() on the trained
+    model to its .train() is an evaluation pass, taken out of the step it fell in (the step
+    kept); a module inside it put in eval mode (a frozen BatchNorm) is not."""
+    import torch
+
+    from advisor.runner import oneoffs, window
+
+    clock = _Clock()
+    monkeypatch.setattr(window, "perf_counter", clock)
+    monkeypatch.setattr(oneoffs, "perf_counter", clock)
+
+    class Patcher:  # what runner/hooks.py hands patch_train: set an attribute, undone after
+        def set(self, obj, name, value):
+            monkeypatch.setattr(obj, name, value)
+
+    commits = []
+    seen = oneoffs.OneOffs()
+    seen.patch_train(Patcher(), lambda: commits.append(clock()))
+    model = torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.BatchNorm1d(4))
+    seen.trained(model)
+    w = window.Window(4, 0.0, seen)
+    w.start()
+    clock.advance(0.015625)
+    assert not w.step(0.0)
+    clock.advance(0.0078125)              # the step's training work
+    model[1].eval()                       # a frozen BatchNorm: no pass
+    assert not seen.evaluating()
+    model.eval()                          # the pass begins: the step boundary is committed first
+    assert seen.evaluating() and commits == [clock.t]
+    clock.advance(0.25)
+    model.train()                         # ... and ends
+    assert not seen.evaluating()
+    clock.advance(0.0078125)
+    assert not w.step(0.0)
+    clock.advance(0.015625)
+    assert not w.step(0.0)
+    clock.advance(0.015625)
+    assert w.step(0.0)
+    assert w.left_out == {"evaluation": 1} and w.left_out_ms == 250.0
+    assert w.step_times_ms == [15.625] * 4 and w.window_ms == 62.5  # the pass in no step; they tile the window
 
 
 def test_measure_window_spans_whole_epochs(tmp_path, capfd):
@@ -219,24 +307,24 @@ def test_compiled_model_is_not_recompiled_when_the_window_opens(tmp_path, capfd)
             model(x).sum().backward()
             opt.step()
             opt.zero_grad()
-            with open({str(tmp_path / 'graphs.txt')!r}, "w") as f:  # the child exits without atexit
-                f.write(str(counters["stats"]["unique_graphs"]))
+            with open({str(tmp_path / 'graphs.txt')!r}, "a") as f:  # the child exits without atexit
+                f.write(str(counters["stats"]["unique_graphs"]) + "\\n")  # after each step
     """)
     res, *_ = run_advised(capfd, script, ["compiled.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
-                          warmup_steps=2, profile_steps=1, measure_steps=6, measure_min_s=0)
+                          step_timeout=STEP_GUARD, warmup_steps=2, profile_steps=1, measure_steps=6, measure_min_s=0)
     assert res["status"] == "complete", res["incomplete_reasons"]
-    assert (tmp_path / "graphs.txt").read_text() == "1"
     assert res["settle_steps"] == 1
-    times = sorted(res["step_times_ms"])
-    assert len(times) == 6 and times[-1] < 20 * times[len(times) // 2], res["step_times_ms"]
+    assert len(res["step_times_ms"]) == 6
     assert res["steps_seen"] == 2 + 1 + 6 + (1 + 1) + 1
     # the profiled steps still see the phases (the hooks came back on)
     assert res["trace_files"]
     # the untimed steps: 2 warm-up + 1 settle; the compile is in the first (model.compile()
-    # compiles at the first call), and nothing recompiled after it
-    warm = res["warmup_step_times_ms"]
-    assert len(warm) == 2 + 1
-    assert warm[0] > 10 * times[len(times) // 2] and max(warm[1:]) < 20 * times[len(times) // 2], warm
+    # compiles at the first call), and nothing recompiled after it: torch.compile's own graph
+    # count after each step, and no step of the window left out as a compile (runner/oneoffs.py)
+    assert len(res["warmup_step_times_ms"]) == 2 + 1
+    graphs = (tmp_path / "graphs.txt").read_text().split()
+    assert len(graphs) >= res["steps_seen"] - 1 and set(graphs) == {"1"}, graphs
+    assert res["left_out_steps"] == {}
 
 
 def test_item_inside_a_compiled_function_is_not_recompiled_when_the_window_opens(tmp_path, capfd):
@@ -264,7 +352,7 @@ def test_item_inside_a_compiled_function_is_not_recompiled_when_the_window_opens
                 f.write(str(counters["stats"]["unique_graphs"]))
     """)
     res, *_ = run_advised(capfd, script, ["compiled_item.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
-                          warmup_steps=2, profile_steps=1, measure_steps=6, measure_min_s=0)
+                          step_timeout=STEP_GUARD, warmup_steps=2, profile_steps=1, measure_steps=6, measure_min_s=0)
     assert res["status"] == "complete", res["incomplete_reasons"]
     graphs = int((tmp_path / "graphs.txt").read_text())
     plain = subprocess.run([sys.executable, "-c", _graphs_in_plain_python(script)], capture_output=True, text=True,
@@ -426,17 +514,28 @@ def test_the_loader_that_feeds_the_first_step_is_the_training_loader(tmp_path, c
     assert res["config"]["dataloader"]["value"]["batch_size"] == 8
 
 
+def _torch_loaded(pid: int) -> bool:
+    """torch's C extension is mapped in process pid (its import is done or under way)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return "libtorch_python" in f.read()
+    except OSError:
+        return False
+
+
 def test_a_process_started_ahead_runs_the_script_as_a_fresh_one(tmp_path, capfd):
     """Trials start the next process while one runs (python and torch imported, then it
-    waits for its spec): it runs the script with the same argv, __main__ and result."""
+    waits for its spec): it runs the script with the same argv, __main__ and result.
+    How much start-up that saves is a figure (benchmarks/warm_start.py), not asserted here."""
     from test_runner_support import spec_for
 
     from advisor.runner.ahead import WarmChild
     from advisor.runner.parent import run_child
 
     script = write(tmp_path / "train.py", """
-        import sys, torch
+        import os, sys, torch
         print("argv", sys.argv[1:], __name__, flush=True)
+        print("pid", os.getpid(), flush=True)
         model = torch.nn.Linear(4, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         for i in range(10000):
@@ -445,23 +544,28 @@ def test_a_process_started_ahead_runs_the_script_as_a_fresh_one(tmp_path, capfd)
             opt.zero_grad()
     """)
     results = []
-    for warm in (None, WarmChild(str(tmp_path))):
+    ahead = WarmChild(str(tmp_path))  # imports torch while the first process runs
+    for warm in (None, ahead):
         spec = spec_for(script, ["train.py", "--x", "1"], str(tmp_path), str(tmp_path / f"run{len(results)}"),
                         warmup_steps=2, profile_steps=1, measure_steps=3)
+        if warm is not None:  # started ahead, torch was imported before the go
+            wait_until(lambda: _torch_loaded(ahead.proc.pid), "torch loaded in the process started ahead")
         results.append(run_child(spec, timeout=120, step_timeout=60, warm=warm))
     cold, warm_res = results
     assert cold["status"] == warm_res["status"] == "complete", (cold["incomplete_reasons"], warm_res["incomplete_reasons"])
     assert (cold["started_warm"], warm_res["started_warm"]) == (False, True)
     assert cold["steps_seen"] == warm_res["steps_seen"]
-    assert capfd.readouterr().out.count("argv ['--x', '1'] __main__") == 2
-    # the start-up milestones, in order; started ahead, torch was imported before the go
+    out = capfd.readouterr().out
+    assert out.count("argv ['--x', '1'] __main__") == 2
+    pids = [int(line.split()[1]) for line in out.splitlines() if line.startswith("pid ")]
+    assert len(pids) == 2 and pids[1] == ahead.proc.pid != pids[0]  # the script ran in the process started ahead
+    # the start-up milestones, in order
     from advisor.measure import startup_s
 
     for res in results:
         phases = startup_s(res)
         assert list(phases) == ["install", "script", "first_step"], phases  # no CUDA used
         assert 0 <= phases["install"] <= phases["script"] <= phases["first_step"], phases
-    assert startup_s(warm_res)["install"] < startup_s(cold)["install"], (startup_s(warm_res), startup_s(cold))
 
     spare = WarmChild(str(tmp_path))  # started for a process that never comes: closed, gone
     spare.close()
@@ -487,19 +591,22 @@ def test_a_process_started_ahead_ends_when_advisor_is_gone(tmp_path, killed_afte
     time.sleep(killed_after_s)          # 3 s: it imports torch and waits on its FIFO; 0: still importing
     advisor_proc.kill()
     advisor_proc.wait()
-    deadline = time.time() + 30
-    while time.time() < deadline:
+
+    def gone() -> bool:
         try:
             os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        with open(f"/proc/{pid}/stat") as f:  # reaped by init, or a zombie of nobody
-            if f.read().split()[2] == "Z":
-                break
-        time.sleep(0.2)
-    else:
-        os.kill(pid, 9)
-        raise AssertionError("the process started ahead outlived advisor")
+            with open(f"/proc/{pid}/stat") as f:  # reaped by init, or a zombie of nobody
+                return f.read().split()[2] == "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+
+    # it ends by itself (it looks for advisor every second once torch is imported); the
+    # guard only keeps a process that never ends from hanging the suite
+    try:
+        wait_until(gone, "the process started ahead outlived advisor")
+    finally:
+        if not gone():
+            os.kill(pid, 9)
 
 
 GUESSED = """
@@ -534,8 +641,6 @@ def test_a_guessed_process_waits_at_its_first_cuda_use_and_takes_the_trials_plac
     """advisor.trials.lookahead: a process started on a guess of the next trial runs the script up to
     its first CUDA use and waits; released, it runs on under the trial's name and directory
     (its trace, its redirected writes, child.json there) exactly as a fresh process would."""
-    import time
-
     from advisor.measure import startup_s
     from advisor.runner.ahead import HeldChild, WarmChild
     from advisor.runner.parent import run_child
@@ -543,9 +648,7 @@ def test_a_guessed_process_waits_at_its_first_cuda_use_and_takes_the_trials_plac
     script = write(tmp_path / "train.py", GUESSED)
     spec = _guess_spec(tmp_path, script, "03-fix")
     held = HeldChild(spec, str(tmp_path / "trials" / ".ahead-1"), WarmChild(str(tmp_path)))
-    deadline = time.time() + 60
-    while not held.at_hold() and time.time() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: held.at_hold() or not held.alive(), "the guess held or ended")
     assert held.held and held.alive()
     from advisor.runner.ahead import AHEAD_NICE
 
@@ -587,10 +690,12 @@ def test_a_wrong_guess_is_dropped_and_one_that_never_waits_is_not_used(tmp_path)
 
     spec = _guess_spec(tmp_path, script, "05-b", ["--no-cuda"])
     runaway = HeldChild(spec, str(tmp_path / "trials" / ".ahead-2"))
-    deadline = time.time() + 60
-    while runaway.alive() and time.time() < deadline:
-        runaway.at_hold()
-        time.sleep(0.1)
+
+    def stopped() -> bool:
+        runaway.at_hold()  # reads its progress: seen training, it is stopped
+        return not runaway.alive()
+
+    wait_until(stopped, "the guess that never waits stopped")
     assert runaway.runaway and runaway.proc.poll() is not None and not runaway.held
     res = run_child(spec, timeout=120, step_timeout=60, held=runaway)
     assert res["status"] == "complete" and not res["started_held"], res["incomplete_reasons"]
@@ -611,9 +716,7 @@ def test_a_guess_may_warm_up_before_it_waits(tmp_path):
     spec = _guess_spec(tmp_path, script, "06-c", ["--no-cuda"])
     spec["warmup_steps"] = 4
     held = HeldChild(spec, str(tmp_path / "trials" / ".ahead-1"), hold_at="warmup")
-    deadline = time.time() + 60
-    while not held.at_hold() and time.time() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: held.at_hold() or not held.alive(), "the guess held or ended")
     assert held.held and not held.runaway
     progress = (tmp_path / "trials" / ".ahead-1" / "progress.jsonl").read_text()
     assert '"stage": "warmup", "step": 2' in progress and '"step": 3' not in progress  # 4 - 2
@@ -621,16 +724,17 @@ def test_a_guess_may_warm_up_before_it_waits(tmp_path):
     res = run_child(spec, timeout=120, step_timeout=60, held=held)
     assert res["status"] == "complete" and res["started_held"], res["incomplete_reasons"]
     assert startup_s(res)["first_step"] < 0 < startup_s(res)["released"] + 0.5
-    # 0.2 s steps after the first (which holds the script's start-up); the 1 s wait is in none
-    assert max(res["warmup_step_times_ms"][1:]) < 900, res["warmup_step_times_ms"]
+    # the wait, held to released as the process noted them (over 1 s), is in none of the steps
+    # after the first (which holds the script's start-up): the step it fell between would
+    # be longer than the wait alone
+    waited_ms = (res["startup"]["released"] - res["startup"]["held"]) * 1e3
+    assert waited_ms >= 1000 and max(res["warmup_step_times_ms"][1:]) < waited_ms, (waited_ms, res["warmup_step_times_ms"])
 
 
 def test_a_guess_held_at_its_first_cuda_use_can_be_advanced_into_its_warm_up(tmp_path):
     """Held at its first CUDA use (the GPU had no room for it), a guess is told later to go on
     into its warm-up (advisor.trials.lookahead, when a guess made earlier is guessed again): it waits
     again before its last two warm-up steps, and runs on when released."""
-    import time
-
     from advisor.runner.ahead import HeldChild
     from advisor.runner.parent import run_child
 
@@ -638,14 +742,11 @@ def test_a_guess_held_at_its_first_cuda_use_can_be_advanced_into_its_warm_up(tmp
     spec = _guess_spec(tmp_path, script, "07-d")
     spec["warmup_steps"] = 4
     held = HeldChild(spec, str(tmp_path / "trials" / ".ahead-1"))
-    deadline = time.time() + 60
-    while not held.at_hold() and time.time() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: held.at_hold() or not held.alive(), "the guess held or ended")
     progress = tmp_path / "trials" / ".ahead-1" / "progress.jsonl"
     assert held.held and '"warmup"' not in progress.read_text()  # at the CUDA use: no step yet
     assert held.advance() and held.hold_at == "warmup" and not held.held
-    while not held.at_hold() and time.time() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: held.at_hold() or not held.alive(), "the advanced guess held again or ended")
     assert held.held and not held.runaway
     text = progress.read_text()
     assert '"stage": "warmup", "step": 2' in text and '"step": 3' not in text and text.count('"held"') == 2
@@ -734,18 +835,30 @@ def test_an_evaluation_pass_is_taken_out_of_the_window(tmp_path, capfd):
             time.sleep(0.01)
             opt.step(); opt.zero_grad()
             if i % every == 0:
+                t0 = time.perf_counter()
                 model.eval()
+                t1 = time.perf_counter()
                 with torch.no_grad():
                     for (x,) in slow_batches:  # the evaluation's own loader: 0.3 s of waits
                         model(x)
+                t2 = time.perf_counter()
+                model.train()
+                t3 = time.perf_counter()
+                # the pass as the script times it: inside .eval() to .train(), and around both
+                print("evaluation", i, (t2 - t1) * 1e3, (t3 - t0) * 1e3, flush=True)
     """)
-    res, *_ = run_advised(capfd, script, ["evals.py", "7", "-"], str(tmp_path), str(tmp_path / "a"),
-                          warmup_steps=2, profile_steps=1, measure_steps=10)
+    res, out, _err, _ = run_advised(capfd, script, ["evals.py", "7", "-"], str(tmp_path), str(tmp_path / "a"),
+                                    warmup_steps=2, profile_steps=1, measure_steps=10)
     assert res["status"] == "complete", res["incomplete_reasons"]
-    assert res["left_out_steps"] == {"evaluation": 1} and 300 <= res["left_out_ms"] < 400
-    assert len(res["step_times_ms"]) == 10 and 10 <= max(res["step_times_ms"]) < 100
+    # the window (steps 3-12) holds the first pass, after step 7: what was left out is that pass,
+    # as the script timed it (between its inner and its outer reading), and nothing else
+    inner, outer = next(map(float, line.split()[2:]) for line in out.splitlines() if line.startswith("evaluation 7 "))
+    assert res["left_out_steps"] == {"evaluation": 1}
+    assert inner - 1e-3 <= res["left_out_ms"] <= outer + 1e-3, (inner, res["left_out_ms"], outer)
+    # no step holds it (the one it fell in would be longer than the pass alone); each holds a 10 ms sleep
+    assert len(res["step_times_ms"]) == 10 and 10 <= max(res["step_times_ms"]) < inner, (res["step_times_ms"], inner)
     assert abs(sum(res["step_times_ms"]) - res["measure_window_ms"]) < 1.0  # the steps tile the window
-    assert max(res["data_wait_ms"]) < 5  # the evaluation's loader waits are not the steps'
+    assert res["data_wait_ms"] == [0.0] * 10  # no training loader: the evaluation's loader waits are not the steps'
     res, *_ = run_advised(capfd, script, ["evals.py", "10000", "frozen"], str(tmp_path), str(tmp_path / "b"),
                           warmup_steps=2, profile_steps=1, measure_steps=10)
     assert res["status"] == "complete" and res["left_out_steps"] == {}
@@ -793,7 +906,7 @@ def test_a_recompile_in_the_window_is_left_out(tmp_path, capfd):
             opt.step(); opt.zero_grad()
     """)
     res, *_ = run_advised(capfd, script, ["recompile.py"], str(tmp_path), str(tmp_path / "a"),
-                          warmup_steps=3, profile_steps=1, measure_steps=10, timeout=180)
+                          warmup_steps=3, profile_steps=1, measure_steps=10, timeout=300, step_timeout=STEP_GUARD)
     assert res["status"] == "complete", res["incomplete_reasons"]
     assert res["left_out_steps"] == {"compile": 1}
     assert len(res["step_times_ms"]) == 10
