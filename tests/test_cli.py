@@ -115,7 +115,7 @@ for it in range(1000):
 def test_a_stalled_script_is_stopped_and_its_stacks_shown(tmp_path):
     script = tmp_path / "stalls.py"
     script.write_text(STALLS)
-    r = advisor("analyze", "--out", tmp_path / "run", *FAST, "--stall-timeout", "3", script, cwd=tmp_path, timeout=120)
+    r = advisor("analyze", "--out", tmp_path / "run", *FAST, "--stall-timeout", "3", script, cwd=tmp_path)
     assert r.returncode == 1
     assert "the script stalled; where each thread was:" in r.stderr
     assert 'stalls.py", line 10 in next_batch' in r.stderr and 'stalls.py", line 15 in <module>' in r.stderr
