@@ -37,11 +37,15 @@ def test_validate_script(tmp_path):
 
 
 # The waiting ones first: they run alongside the others (a few at a time: 2-core machines).
-# Overall timeouts count from launch, so they leave room for a slow torch import under load.
+# Overall timeouts count from launch, torch's import included: HUNG_S is a hanging script's
+# timeout, long enough that its first steps come before it on a loaded machine (20 s left
+# little room after the imports), and its first-step limit is as long, so that only the
+# overall timeout can stop it.
+HUNG_S = 45
 SCENARIOS = {
-    "hang": dict(hook="if it == 4: time.sleep(120)", timeout=20, step_timeout=15),
+    "hang": dict(hook="if it == 4: time.sleep(120)", timeout=HUNG_S, step_timeout=HUNG_S),
     "deaf": dict(hook="if it == 2: import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-                      "time.sleep(120)", timeout=20, step_timeout=15, grace=1),
+                      "time.sleep(120)", timeout=HUNG_S, step_timeout=HUNG_S, grace=1),
     # step_timeout counts from the script's start (not from launch: importing torch is ours)
     # 15 s: the script's own imports (torch.optim pulls in torch._dynamo) count, and on a loaded
     # 2-core machine they alone have taken over 5 s
@@ -118,7 +122,9 @@ def test_never_reaches_a_step(runs):
     assert res["exit"]["code"] == -2 and res["exit"]["signal"] == 2  # SIGINT, then it saved
     assert child["exit"]["exception"] == "KeyboardInterrupt" and child["steps_seen"] == 0
     assert "time.sleep(120)" in err  # the user sees where it hung
-    assert res["elapsed_s"] < 60
+    # stopped by the first-step limit (not the run's 60 s timeout), with SIGINT, and it saved:
+    # the reason, the exit and the child's record say so; how long it took is not asserted
+    assert res["interrupted"] is False and res["stalled"] is False
 
 
 def test_a_stall_mid_run_is_stopped_with_every_threads_stack(runs):
@@ -126,7 +132,7 @@ def test_a_stall_mid_run_is_stopped_with_every_threads_stack(runs):
     reason = res["incomplete_reasons"][0]
     assert reason.startswith("stalled: no progress (no training step, forward, batch or backward) for 3 s "
                              "after step 8 (its median step: "), reason
-    assert res["elapsed_s"] < 60 and res["stalled"]
+    assert res["stalled"] and res["interrupted"] is False  # the stall limit stopped it, not the 150 s timeout
     assert res["exit"]["code"] == -2 and child["exit"]["exception"] == "KeyboardInterrupt"
     assert child["steps_seen"] == 8 and child["step_times_ms"]   # what was measured is kept
     stacks_path = reason.rsplit(" ", 1)[1]            # <dir>/run/stacks.txt, the script in <dir>
@@ -138,15 +144,16 @@ def test_a_stall_mid_run_is_stopped_with_every_threads_stack(runs):
 
 def test_hangs_mid_run(runs):
     res, out, err, child = runs["hang"]
-    assert res["incomplete_reasons"] == ["timed out after 20 s"]
+    assert res["incomplete_reasons"] == [f"timed out after {HUNG_S} s"]
     assert res["steps_seen"] == 3 and child["steps_seen"] == 3
+    # stopped with SIGINT and saved within the grace period (no SIGKILL): the exit says so
     assert res["exit"]["code"] == -2 and child["exit"]["exception"] == "KeyboardInterrupt"
-    assert res["elapsed_s"] < 40
+    assert not res["stalled"]
 
 
 def test_hang_ignoring_sigint_is_killed(runs):
     res, out, err, child = runs["deaf"]
-    assert res["incomplete_reasons"] == ["timed out after 20 s"]
+    assert res["incomplete_reasons"] == [f"timed out after {HUNG_S} s"]
     assert res["exit"]["code"] == -9
     assert child["stage"] == "warmup" and res["steps_seen"] == 1
 
