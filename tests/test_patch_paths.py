@@ -456,3 +456,38 @@ def test_a_value_kept_on_self_is_followed_to_the_constructors_caller(tmp_path):
                              config, cwd=str(root), argv=["--workers", "2"])
     assert notes[0]["argv_changes"] == [{"flag": "--workers", "from": "2", "to": "8"}], notes
     assert "num_workers=8" not in "".join(line for line in diff.splitlines() if line.startswith("+"))
+
+
+def test_a_yaml_named_on_the_command_line_is_edited_in_the_section_it_runs(tmp_path):
+    """train.py --yaml_config my.yaml --config adv: the edit goes into my.yaml (not the parser's
+    default file), in section adv, which inherits the key through a merge key: an override line
+    there, the anchor other sections share left alone."""
+    src = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    def make(params):
+        return DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=params.num_data_workers)
+    """
+    default = """
+    default: &DEFAULT
+      num_data_workers: 4
+    """
+    mine = """
+    base: &B
+      num_data_workers: 4
+      lr: 0.1
+    adv:
+      <<: *B
+      lr: 0.2
+    other:
+      <<: *B
+    """
+    root = _project(tmp_path, {"t.py": src, "config/cifar100.yaml": default, "my.yaml": mine})
+    config = {"dataloader": {"value": {"num_workers": 4}, "where": "t.py:4"}}
+    diff, notes = make_patch(str(root / "t.py"), [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}],
+                             config, cwd=str(root), argv=["--yaml_config", "my.yaml", "--config", "adv"])
+    assert notes[0]["applied"], notes
+    assert "cifar100.yaml" not in diff and "+++ b/my.yaml" in diff
+    lines = diff.splitlines()
+    assert "+  num_data_workers: 8" in lines and "-  num_data_workers: 4" not in lines      # base untouched
+    assert any("section adv" in e for e in notes[0]["edits"]), notes

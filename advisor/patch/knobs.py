@@ -133,12 +133,69 @@ def _yaml_scalar(text: str) -> str:
     return text.strip("'\"")
 
 
+def _yaml_value(new: str, old: str | None) -> str:
+    """``new`` written as the file writes its value: a tag kept (``!!bool False``), a boolean's case."""
+    old = old or ""
+    tag = old.split()[0] + " " if old.startswith("!!") else ""
+    value = new
+    if new in ("True", "False"):
+        value = new if (_yaml_scalar(old)[:1].isupper() or not old) else new.lower()
+    return tag + value
+
+
+def _argv_yaml(ctx: PatchContext) -> list[str]:
+    """The YAML files the command line names (``--yaml_config my.yaml``, ``--cfg=a.yml``): the run
+    reads those, not the parser's default file."""
+    out = []
+    for tok in ctx.argv:
+        value = tok.split("=", 1)[-1]
+        if not value.endswith(_YAML_SUFFIXES):
+            continue
+        for base in (ctx.cwd, os.path.dirname(ctx.script), ctx.root):
+            path = os.path.realpath(os.path.join(base, value))
+            if os.path.isfile(path):
+                out.append(path)
+                break
+    return list(dict.fromkeys(out))
+
+
+def _sections(lines: list[str]) -> dict[str, tuple[int, int | None]]:
+    """{top-level section: (its header's line, the line of its ``<<:`` merge key or None)}."""
+    out: dict[str, tuple[int, int | None]] = {}
+    current = None
+    for n, line in enumerate(lines, 1):
+        top = re.match(r"^([A-Za-z_][\w-]*)\s*:", line)
+        if top:
+            current = top.group(1)
+            out[current] = (n, None)
+        elif current and re.match(r"^\s+<<\s*:", line):
+            out[current] = (out[current][0], n)
+    return out
+
+
+def _inherited(ctx: PatchContext, path: str, lines: list[str], key: str, new: str, what: str):
+    """The section the command line names inherits ``key`` through a merge key (``<<: *B``): an
+    override line in that section, never an edit of the anchor other sections share."""
+    named = [(s, at) for s, at in _sections(lines).items() if s in ctx.argv and at[1] is not None]
+    if len(named) != 1:
+        return None
+    section, (_, merge) = named[0]
+    indent = re.match(r"^(\s*)", lines[merge - 1]).group(1)
+    ctx.text_edit(path, merge, f"{lines[merge - 1]}\n{indent}{key}: {new}")
+    rel = os.path.relpath(path, ctx.root)
+    return [f"{what}: {key}: {new} added to section {section} of {rel} (it inherited the value through "
+            f"{lines[merge - 1].strip()})"], {}
+
+
 def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
-    """A ``key: value`` line in the project's YAML files; where several sections set it, the
-    one the command line names (``--config short``), else the one named default."""
+    """A ``key: value`` line in the YAML files the command line names (else the project's);
+    where several sections set it, the one the command line names (``--config short``), else
+    the one named default. A section the command line names that inherits the key gets an
+    override line of its own."""
     pat = re.compile(rf"^(\s*){re.escape(key)}\s*:\s*([^#\n]*?)\s*(#.*)?$")
     hits = []
-    for path in _yaml_files(ctx.root):
+    named = _argv_yaml(ctx)
+    for path in named or _yaml_files(ctx.root):
         try:
             lines = open(path, encoding="utf-8").read().splitlines()
         except (OSError, UnicodeDecodeError):
@@ -151,6 +208,13 @@ def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
             m = pat.match(line)
             if m and m.group(2):
                 hits.append((path, n, line, m, section))
+    if named and not any(h[4] in ctx.argv for h in hits):
+        for path in named:
+            lines = open(path, encoding="utf-8").read().splitlines()
+            if any(pat.match(line) for line in lines):
+                found = _inherited(ctx, path, lines, key, _yaml_value(new, None), what)
+                if found is not None:
+                    return found
     # the section the command line names first: the value the run observed may be a fix's
     # (--apply sets it at run time), and another section may hold that value already
     for pick in (lambda h: bool(h[4]) and h[4] in ctx.argv,
@@ -163,12 +227,7 @@ def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
     if len(hits) != 1:
         return None
     path, n, line, m, section = hits[0]
-    old = m.group(2).strip()
-    tag = old.split()[0] + " " if old.startswith("!!") else ""     # `!!bool False` keeps its tag
-    value = new
-    if new in ("True", "False"):
-        value = new if _yaml_scalar(old)[:1].isupper() else new.lower()
-    value = tag + value
+    value = _yaml_value(new, m.group(2).strip())
     ctx.text_edit(path, n, f"{m.group(1)}{key}: {value}" + (f"  {m.group(3)}" if m.group(3) else ""))
     rel = os.path.relpath(path, ctx.root)
     return [f"{what}: {key}: {value} in {rel}:{n}" + (f" (section {section})" if section else "")], {}
