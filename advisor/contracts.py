@@ -92,6 +92,8 @@ class PatchNote(TypedDict, total=False):
     why: str
     launch: str                    # the command that runs the patched script (ddp: torchrun ...)
     argv_changes: list[dict[str, Any]]   # a flag the user passes, changed on the command line
+    sources: dict[str, list[str]]  # each value it changes: the chain from the call to where it is set
+                                   # ("trainer.py:11", "main.py:9", "argv:--numworkers"; "my.yaml:adv.workers")
 
 
 class VerificationCheck(TypedDict, total=False):

@@ -234,6 +234,7 @@ class Analyze:
         texts: dict = {}
         diff, notes = make_patch(str(path), fixes, doc["config"], root=str(path.parent),
                                  executed=doc.get("executed_lines"), texts=texts, argv=self.script_args)
+        _record_sources(doc, notes)
         command = verify.recommended_command(self.script, self.script_args, notes)
         if diff:
             (self.run_dir / "fixes.patch").write_text(verify.patch_header(command) + diff)
@@ -250,6 +251,18 @@ class Analyze:
             timeout=self.stages.trial_timeout, stdout_to_stderr=self.stages.json, progress=self.progress)
         if self.ctrl_c.pressed():  # it stopped the patched script: its run says nothing
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
+
+
+def _record_sources(doc: RunDocument, notes: list) -> None:
+    """config.<key>.source: where each value a placed fix changes is set, as the patch followed it
+    (advisor.patch.knobs), under the config entry of the fix's call site."""
+    from advisor import fixes
+
+    for note in notes:
+        key = fixes.trait(note.get("intervention"), "where_key", None)
+        entry = doc.get("config", {}).get(key) if key else None
+        if note.get("sources") and isinstance(entry, dict):
+            entry.setdefault("source", {}).update(note["sources"])
 
 
 def interrupted_reason(doc: RunDocument, during: str) -> str:

@@ -421,6 +421,9 @@ def test_a_worker_count_passed_down_as_a_parameter_is_changed_where_the_user_set
     assert note["applied"], note
     added = "".join(line for line in diff.splitlines() if line.startswith("+"))
     assert "num_workers=8" not in added      # the user's expression stays at the call
+    # the chain from the call to where the user sets it (run.json config.dataloader.source)
+    assert note["sources"]["num_workers"] == ["trainer.py:11", "main.py:8",
+                                              "argv:--numworkers" if expect == "flag" else "main.py:5"], note
     if expect == "flag":
         assert note["argv_changes"] == [{"flag": "--numworkers", "from": "1", "to": "8"}], note
         assert verify.recommended_command("main.py", argv, notes) == ["python", "main.py", "--numworkers", "8"]
@@ -491,3 +494,4 @@ def test_a_yaml_named_on_the_command_line_is_edited_in_the_section_it_runs(tmp_p
     lines = diff.splitlines()
     assert "+  num_data_workers: 8" in lines and "-  num_data_workers: 4" not in lines      # base untouched
     assert any("section adv" in e for e in notes[0]["edits"]), notes
+    assert notes[0]["sources"]["num_workers"] == ["t.py:4", "my.yaml:adv.num_data_workers"]

@@ -104,12 +104,12 @@ def _argparse(ctx: PatchContext, files: list[SourceFile], key: str, new: str, wh
                 flag, old = passed
                 value = new if not (new.startswith(("'", '"'))) else new[1:-1]
                 if old == value:
-                    return [f"{what}: {flag} {value} is already on the command line"], {}
+                    return [f"{what}: {flag} {value} is already on the command line"], {"source": [f"argv:{flag}"]}
                 return ([f"{what}: pass {flag} {value} (the command line gave {flag} {old})"],
-                        {"argv_changes": [{"flag": flag, "from": old, "to": value}]})
+                        {"argv_changes": [{"flag": flag, "from": old, "to": value}], "source": [f"argv:{flag}"]})
             ctx.on_node(g, call, lambda c: set_arg(c, "default", new))
             return [f"{what}: the default of {'/'.join(o for o in opts if o.startswith('-')) or key} "
-                    f"becomes {new} at {location(g, g.line_of(call))}"], {}
+                    f"becomes {new} at {location(g, g.line_of(call))}"], {"source": [location(g, g.line_of(call))]}
     return None
 
 
@@ -184,7 +184,7 @@ def _inherited(ctx: PatchContext, path: str, lines: list[str], key: str, new: st
     ctx.text_edit(path, merge, f"{lines[merge - 1]}\n{indent}{key}: {new}")
     rel = os.path.relpath(path, ctx.root)
     return [f"{what}: {key}: {new} added to section {section} of {rel} (it inherited the value through "
-            f"{lines[merge - 1].strip()})"], {}
+            f"{lines[merge - 1].strip()})"], {"source": [f"{rel}:{section}.{key}"]}
 
 
 def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
@@ -230,7 +230,8 @@ def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
     value = _yaml_value(new, m.group(2).strip())
     ctx.text_edit(path, n, f"{m.group(1)}{key}: {value}" + (f"  {m.group(3)}" if m.group(3) else ""))
     rel = os.path.relpath(path, ctx.root)
-    return [f"{what}: {key}: {value} in {rel}:{n}" + (f" (section {section})" if section else "")], {}
+    return [f"{what}: {key}: {value} in {rel}:{n}" + (f" (section {section})" if section else "")], \
+        {"source": [f"{rel}:{section}.{key}" if section and section != key else f"{rel}:{n}"]}
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -315,7 +316,8 @@ def _through_parameter(ctx: PatchContext, f: SourceFile, expr: cst.Name, new: st
         if value is None:
             continue
         try:
-            return set_value(ctx, g if arg is not None else f, value, new, what, observed, depth + 1)
+            done, more = set_value(ctx, g if arg is not None else f, value, new, what, observed, depth + 1)
+            return done, _hop(more, location(f, f.line_of(expr)))
         except SkipFix:
             continue
     return None
@@ -353,14 +355,21 @@ def _sources(ctx: PatchContext, files: list[SourceFile], key: str):
     return out
 
 
+def _hop(fields: dict, where: str) -> dict:
+    """The note's fields with one more link at the front of the value's source chain."""
+    return {**fields, "source": [where, *fields.get("source", [])]}
+
+
 def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, observed=None,
               _depth: int = 0) -> tuple[list[str], dict]:
     """Make the value ``expr`` (in ``f``) be ``new`` when the script runs, changing it where
-    the user keeps it. Returns (edit descriptions, note fields such as argv_changes); raises
+    the user keeps it. Returns (edit descriptions, note fields such as argv_changes and the
+    value's ``source``: the chain from the call to where it is set, ["trainer.py:11",
+    "main.py:9", "argv:--numworkers"], as config.<key>.source records it); raises
     SkipFix, saying which value to give, when its source cannot be found."""
     if is_literal_value(expr):
         ctx.on_node(f, expr, lambda _n: cst.parse_expression(new))
-        return [f"{what}={new} at {location(f, f.line_of(expr))}"], {}
+        return [f"{what}={new} at {location(f, f.line_of(expr))}"], {"source": [location(f, f.line_of(expr))]}
     if isinstance(expr, cst.Call) and last_name(expr.func) in ("int", "float", "bool", "str") and \
             len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:
         return set_value(ctx, f, expr.args[0].value, new, what, observed, _depth)   # int(opt.workers)
@@ -374,31 +383,33 @@ def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, obser
     files = _files(ctx, f)
     found = _argparse(ctx, files, key, new, what)
     if found is not None:
-        return found
+        return found[0], _hop(found[1], location(f, f.line_of(expr)))
     for g, value in _sources(ctx, files, key):
         if value is expr:
             continue
         try:
-            return set_value(ctx, g, value, new, what, observed, _depth + 1)
+            done, more = set_value(ctx, g, value, new, what, observed, _depth + 1)
+            return done, _hop(more, location(f, f.line_of(expr)))
         except SkipFix:
             continue
     found = _yaml(ctx, key, new, observed, what)
     if found is not None:
-        return found
+        return found[0], _hop(found[1], location(f, f.line_of(expr)))
     raise SkipFix(f"{what} comes from `{code_of(expr)}` at {location(f, f.line_of(expr))}: give it {new}")
 
 
 def change(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, edits: list[str], extra: dict,
            observed=None) -> bool:
     """``set_value`` for an editor's note: its edit descriptions join ``edits``, its fields
-    (argv_changes) join ``extra``; a value whose source is not found becomes the note's
-    warning, and False is returned."""
+    (argv_changes) join ``extra``, the value's source chain goes under ``extra["sources"][what]``;
+    a value whose source is not found becomes the note's warning, and False is returned."""
     try:
         done, more = set_value(ctx, f, expr, new, what, observed)
     except SkipFix as e:
         add_warning(extra, str(e))
         return False
     edits += done
+    extra.setdefault("sources", {})[what] = more.pop("source", [])
     for k, v in more.items():
         extra.setdefault(k, []).extend(v)
     return True

@@ -122,7 +122,8 @@ def _switch_on(ctx: PatchContext, f: SourceFile, node) -> dict | None:
         edits, extra = knobs.set_value(ctx, f, node.test, "True", f"the script's own switch {dotted_name(node.test)}")
     except SkipFix:
         return None
-    return applied(location(f, f.line_of(node)), edits, **extra)
+    sources = {dotted_name(node.test): extra.pop("source", [])}
+    return applied(location(f, f.line_of(node)), edits, sources=sources, **extra)
 
 
 def _switch_dtype(ctx: PatchContext, f: SourceFile, switch, dtype: str, note: dict) -> None:
@@ -141,8 +142,9 @@ def _switch_dtype(ctx: PatchContext, f: SourceFile, switch, dtype: str, note: di
         note["edits"].append(f"dtype=torch.{dtype} at {location(f, f.line_of(expr))}")
         return
     try:
-        edits, _extra = knobs.set_value(ctx, f, expr, f'"{dtype}"', "the autocast dtype")
+        edits, extra = knobs.set_value(ctx, f, expr, f'"{dtype}"', "the autocast dtype")
         note["edits"] += edits
+        note.setdefault("sources", {})["dtype"] = extra.get("source", [])
     except SkipFix as e:
         add_warning(note, f"{e} (the trials measured {dtype})")
 
