@@ -127,7 +127,7 @@ def _main() -> None:
     except BaseException as e:
         print(f"advisor: internal error while saving results: {type(e).__name__}: {e}",
               file=sys.stderr)
-        stopped = ctl.stop_requested
+        stopped = ctl.outcome.stop_requested
     if stopped:
         flush_std()
         os._exit(0)

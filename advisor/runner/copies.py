@@ -55,7 +55,7 @@ class CopyHooks:
             try:
                 caller = sys._getframe(2)
                 if not self.obs.sites._is_library(caller.f_code.co_filename):
-                    in_loop = self._batch_seen or c.steps_seen > 0 or self.depth > 0
+                    in_loop = self._batch_seen or c.clock.steps_seen > 0 or self.depth > 0
                     self._h2d_done = self.obs.on_h2d(tensor, non_blocking, in_loop)
             except Exception as e:
                 self._h2d_done = True

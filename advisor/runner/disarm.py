@@ -43,7 +43,7 @@ def _make_standin(label: str, real, ctl, obs):
                 caller = sys._getframe(1).f_globals.get("__name__", "") or ""
             except ValueError:
                 caller = ""
-            if ctl._own_profiler or caller.startswith("torch."):
+            if ctl.profiling.driving or caller.startswith("torch."):
                 return real(*args, **kwargs)  # torch's own use, or advisor's
             return super().__new__(cls)
 

@@ -11,7 +11,6 @@ for the GPU work queued before the stop to drain."""
 from __future__ import annotations
 
 import os
-import time
 from time import perf_counter
 
 from advisor.runner._util import flush_std, read_json, wait_line
@@ -23,41 +22,37 @@ ADVANCE = "advance-to-warmup"
 
 def hold(ctl) -> None:
     """Wait for the release: at the script's first CUDA initialization, or at the step boundary
-    Controller.hold_step (set in the spec, or by an ADVANCE from the first hold)."""
+    StepClock.hold_step (set in the spec, or by an ADVANCE from the first hold)."""
     if ctl.forked:  # a DataLoader worker's copy of the hook
         return
     _drain_gpu()
-    ctl.startup["held"] = time.time()
-    ctl.progress("held", ctl.steps_seen)
+    ctl.startup.mark("held")
+    ctl.progress("held", ctl.clock.steps_seen)
     t = perf_counter()
     line = wait_line(ctl.spec["hold"])
-    if line == ADVANCE and ctl.hold_step is None:
+    if line == ADVANCE and ctl.clock.hold_step is None:
         # Held at its first CUDA use, told to go on into its warm-up (the GPU now has room for
-        # it): it waits again before its last two warm-up steps (Controller.hold_step).
-        ctl.hold_step = max(1, ctl.warmup - 2)
-        ctl._t_warm += perf_counter() - t
-        ctl.startup["advanced"] = time.time()
+        # it): it waits again before its last two warm-up steps (StepClock.hold_step).
+        ctl.clock.hold_before_last_warmup_steps()
+        ctl.startup.leave_out(perf_counter() - t)
+        ctl.startup.mark("advanced")
         return
     spec = read_json(line) if line else None
     if not isinstance(spec, dict):  # dropped (the guess was wrong), or advisor is gone
         flush_std()
         os._exit(0)
     relocate(ctl, spec)
-    ctl._t_warm += perf_counter() - t  # the wait is not part of the first step
-    ctl.startup["released"] = time.time()
+    ctl.startup.leave_out(perf_counter() - t)  # the wait is not part of the first step
+    ctl.startup.mark("released")
 
 
 def relocate(ctl, spec: dict) -> None:
     """Take the trial's name and directory: the parent renamed this process's directory to it
     before the release, so files already open stay valid; paths still to come follow it."""
     ctl.spec = spec
-    ctl.run_dir = os.path.abspath(spec["run_dir"])
-    ctl.run_name = spec.get("run_name") or ctl.run_name
-    tb_root = os.path.abspath(spec.get("tb_dir") or os.path.join(ctl.run_dir, "tb"))
-    ctl.tb_dir = os.path.join(tb_root, ctl.run_name)
-    ctl.trace_base = os.path.dirname(tb_root)
+    ctl.run.relocate(spec)
     if ctl.sandbox is not None:
-        ctl.sandbox.relocate(ctl.run_dir)
+        ctl.sandbox.relocate(ctl.run.dir)
 
 
 def _drain_gpu() -> None:

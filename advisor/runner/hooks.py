@@ -128,15 +128,15 @@ class Hooks(CopyHooks):
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
         orig = _BaseDataLoaderIter.__next__
-        hooks, c = self, self.c
+        hooks, c, seen = self, self.c, self.c.seen
 
         @functools.wraps(orig)
         def __next__(it):
-            c.alive()
+            c.progress_log.alive()
             if c.pending:
                 c.commit()
             tok = c.ranges.push("advisor::data") if hooks._ranges_on() else None
-            c.counted(0)
+            seen.counted(0)
             t0 = perf_counter()
             loading(+1)
             try:
@@ -145,7 +145,7 @@ class Hooks(CopyHooks):
                 loading(-1)
                 evaluating = c.oneoffs.evaluating()  # its batches are neither the step's waits nor its loader
                 if not evaluating:
-                    c.waited_for_data(perf_counter() - t0)
+                    seen.waited_for_data(perf_counter() - t0)
                 if tok is not None:
                     c.ranges.pop(tok)
             if evaluating:
@@ -153,7 +153,7 @@ class Hooks(CopyHooks):
             if not hooks._batch_seen:
                 hooks._first_batch(it, batch)
             c.oneoffs.batch(first_tensor(batch))
-            if c.steps_seen == 0:
+            if c.clock.steps_seen == 0:
                 hooks._step0 = (it, batch)
             return batch
 
@@ -165,7 +165,7 @@ class Hooks(CopyHooks):
         step0, self._step0 = self._step0, None
         if step0 is None or step0[0] is self._first_iter:
             return
-        self.c.forget_batch()
+        self.c.seen.forget_batch()
         self._first_batch(*step0)
 
     def _first_batch(self, it, batch) -> None:
@@ -175,7 +175,7 @@ class Hooks(CopyHooks):
             self.obs.on_first_batch(it)
             t = first_tensor(batch)
             if t is not None and t.dim() >= 1:
-                self.c.saw_batch(int(t.shape[0]), "dataloader")
+                self.c.seen.saw_batch(int(t.shape[0]), "dataloader")
             try:
                 self.c.window.batches_per_epoch = int(len(it)) or None
             except TypeError:  # an IterableDataset without __len__: no epochs to align to
@@ -201,12 +201,13 @@ class Hooks(CopyHooks):
         def run(loss, fn, *a, **k):
             if hooks._in_backward or _is_compiling():
                 return fn(*a, **k)
-            c.alive()
+            c.progress_log.alive()
             if c.pending:
                 c.commit()
-            if c.cur_loss is None and isinstance(loss, torch.Tensor):
-                c.saw_loss(hooks._loss_of(loss))
-            c.counted(1)
+            losses = c.losses
+            if losses.current is None and isinstance(loss, torch.Tensor):
+                losses.saw(hooks._loss_of(loss))
+            c.seen.counted(1)
             c.oneoffs.backward()
             hooks._in_backward = True
             try:
@@ -252,16 +253,16 @@ class Hooks(CopyHooks):
         """A checkpoint written between steps is work, not a stall (runner/liveness.py)."""
         import torch.serialization as ser
 
-        c = self.c
+        alive = self.c.progress_log.alive
         orig = torch.save
 
         @functools.wraps(orig)
         def save(*args, **kwargs):
-            c.alive()
+            alive()
             try:
                 return orig(*args, **kwargs)
             finally:
-                c.alive()
+                alive()
 
         self.permanent.set(torch, "save", save)
         if ser.save is orig:
@@ -273,7 +274,7 @@ class Hooks(CopyHooks):
         if _is_compiling() or _get_ident() != self._main_ident or in_loading():
             return None
         c = self.c
-        c.alive()  # also switched off (a compiled model's timed steps): its forwards are work
+        c.progress_log.alive()  # also switched off (a compiled model's timed steps): its forwards are work
         if c.pending:
             c.commit()
         if not self.loop_active:  # the measure stage began: hooks are gone or switched off
@@ -284,7 +285,7 @@ class Hooks(CopyHooks):
             return None
         self.depth = 1
         if torch.is_grad_enabled():
-            c.counted(2)
+            c.seen.counted(2)
             c.oneoffs.trained(module)
         obs = self.obs
         if obs.want_forward:
@@ -293,10 +294,10 @@ class Hooks(CopyHooks):
             except Exception as e:
                 obs.want_forward = False
                 c.internal_error("model input observation", e)
-        if c.batch_size is None and _has_parameters(module):  # not a transform (Normalize) called by hand
+        if c.seen.batch_size is None and _has_parameters(module):  # not a transform (Normalize) called by hand
             t = first_tensor(args)
             if t is not None and t.dim() >= 1:
-                c.saw_batch(int(t.shape[0]), "model-input")
+                c.seen.saw_batch(int(t.shape[0]), "model-input")
         if self._ranges_on():
             self._fwd_token = c.ranges.push("advisor::forward")
         return None
@@ -348,20 +349,20 @@ class Hooks(CopyHooks):
         host waits for the GPU there, measured without the profiler (which slows the host:
         on H100 hosts a compiled step blocked 0.02-0.69 ms in these calls when profiled, and
         deferring them gave 0.94 ms). One perf_counter pair per call; ADV110 reads it."""
-        c = self.c
+        clock, seen = self.c.clock, self.c.seen
         orig = torch.Tensor.item
 
         @functools.wraps(orig)
         def item(t):
             # is_compiling first: traced by torch.compile, the wrapper then reads no controller
             # state, so no guard on it recompiles the model when the window opens
-            if _is_compiling() or t.is_cpu or c.phase != "measure" or c.settle:
+            if _is_compiling() or t.is_cpu or clock.phase != "measure" or clock.settle:
                 return orig(t)
             t0 = perf_counter()
             try:
                 return orig(t)
             finally:
-                c.waited_in_item(perf_counter() - t0)
+                seen.waited_in_item(perf_counter() - t0)
 
         self.permanent.set(torch.Tensor, "item", item)
 
@@ -374,7 +375,7 @@ class Hooks(CopyHooks):
         def item(t):
             if not _is_compiling() and hooks.loop_active:  # compile first: no guard on the flag
                 try:
-                    hooks.obs.on_item(sys._getframe(1), c.steps_seen, not t.is_cpu)
+                    hooks.obs.on_item(sys._getframe(1), c.clock.steps_seen, not t.is_cpu)
                 except Exception as e:
                     c.internal_error(".item() observation", e)
             return orig(t)

@@ -2,7 +2,7 @@
 
 The parent stops a script as stalled when its progress.jsonl gets nothing for the stall limit.
 Steps write their records; between them the child writes an {"stage": "alive"} record, at most
-one a second (Reporting.alive), from the hooks that see work: a module forward (the loop
+one a second (ProgressLog.alive), from the hooks that see work: a module forward (the loop
 hooks), a DataLoader batch, a backward, a torch.save (runner/hooks.py). An evaluation pass or
 checkpoints written one after another are progress. A sleep, a deadlock, a hung collective, or
 one call that outlasts the limit (a recompile, one huge save) is a stall.
@@ -11,7 +11,7 @@ In the timed window the loop hooks are off (measured steps pay nothing for them)
 evaluation pass between timed steps that draws no DataLoader batch would go unseen. There a
 thread (Watch) looks four times a second at how long the script has written nothing; past
 max(ARM_S, ARM_STEPS median steps), which no ordinary step reaches, it arms a global forward
-pre-hook that only calls Reporting.alive, and ends. The next step boundary takes the hook away
+pre-hook that only calls ProgressLog.alive, and ends. The next step boundary takes the hook away
 and starts the thread again. The only steps that pay for the hook are those that had already
 paused that long, and a stall's stack dump (stacks.txt) shows the script's threads alone. The
 hook is never armed once torch.compile has compiled anything: Dynamo guards on the global
@@ -91,7 +91,7 @@ class Watch:
     def _run(self, stop: threading.Event) -> None:
         while not stop.wait(POLL_S):
             try:
-                silent = monotonic() - max(self.c.last_record, self._since)
+                silent = monotonic() - max(self.c.progress_log.last_record, self._since)
                 if silent >= self._arm_after() and self._arm(stop):
                     return  # armed: the next step boundary starts a thread again
             except Exception as e:  # never the script's problem
@@ -100,7 +100,7 @@ class Watch:
 
     def _arm_after(self) -> float:
         c = self.c
-        times = c.window.step_times_ms[-25:] or c.warmup_step_times_ms[1:][-25:]
+        times = c.window.step_times_ms[-25:] or c.startup.untimed_ms[1:][-25:]
         med = sorted(times)[len(times) // 2] / 1e3 if times else 0.0
         return max(ARM_S, ARM_STEPS * med)
 
@@ -117,5 +117,5 @@ class Watch:
 
     def _hook(self, module, args):
         if not _is_compiling():
-            self.c.alive()
+            self.c.progress_log.alive()
         return None

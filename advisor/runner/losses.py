@@ -28,3 +28,24 @@ def _one_loss(t) -> float:
         return float(t.detach().float().reshape(()).cpu()) if t.numel() == 1 else float("nan")
     except Exception:
         return float("nan")
+
+
+class LossLog:
+    """Each step's loss: the detached tensor its first backward ran on (read back only when
+    child.json is written: no sync in the step), a stand-in float, or None."""
+
+    def __init__(self):
+        self.current = None       # this step's
+        self.refs: list = []      # per step: tensor | float | None
+
+    def saw(self, loss) -> None:
+        if self.current is None:
+            self.current = loss
+
+    def step_ended(self) -> None:
+        self.refs.append(self.current)
+        self.current = None
+
+    def values(self) -> list:
+        read_losses(self.refs)
+        return [float("nan") if v is None else v for v in self.refs]

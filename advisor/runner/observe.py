@@ -50,7 +50,7 @@ def first_tensor(obj, _depth: int = 0):
 class Observer:
     def __init__(self, ctl):
         self.ctl = ctl
-        self.sites = SiteFinder(ctl.cwd, extra_skip=(TORCH_DIR,))
+        self.sites = SiteFinder(ctl.run.cwd, extra_skip=(TORCH_DIR,))
         self.config: dict = {}
         self.patches = Patcher()
         self._backend_sites: dict = {}
@@ -305,7 +305,8 @@ class Observer:
         self._safe("trained weights observation", self._record_trained)
 
     def _record_trained(self) -> None:
-        anchor = self.ctl.anchor() if self.ctl.anchor is not None else None
+        ref = self.ctl.clock.anchor
+        anchor = ref() if ref is not None else None
         self.config["trained_weights"] = {"value": placement.trained_weights(anchor), "where": None}
 
     @staticmethod
@@ -367,7 +368,7 @@ class Observer:
 
     # ------------------------------------------------------------------ documents
     def config_doc(self, step_counts: list | None = None) -> dict:
-        """The observed config; step_counts (Controller.micro_rows): a step that accumulates
+        """The observed config; step_counts (StepObservations.micro_rows): a step that accumulates
         gradients over several batches is noted as "gradient_accumulation", at the optimizer."""
         from advisor.measure import micro_batches
 

@@ -1,6 +1,6 @@
-"""What the child tells the parent, as part of the Controller (a mixin: it reads the
-controller's state): progress.jsonl records as the script goes, notes, and child.json (the
-whole result, rewritten at each stage, atomically)."""
+"""What the child tells the parent: progress.jsonl records as the script goes (ProgressLog), the
+run's notes (Notes), and child.json (the whole result, rewritten at each stage, atomically),
+made from the Controller's parts by child_doc."""
 
 from __future__ import annotations
 
@@ -10,23 +10,32 @@ import time
 from time import monotonic
 
 from advisor.runner._util import one_line_exception, write_json_atomic
-from advisor.runner.losses import read_losses
 
 # At most one "alive" record this often: between steps, the parent's stall clock (runner/parent.py)
 # restarts on any record, and a second is far below any stall limit.
 ALIVE_S = 1.0
 
 
-class Reporting:
-    last_record = 0.0   # monotonic time of the last progress record (runner/liveness.py reads it)
+class ProgressLog:
+    """progress.jsonl, open for the whole run: the directory may be renamed under it (a process
+    started ahead takes its trial's name: runner/held.py), and the file stays valid."""
 
-    def progress(self, stage: str, step: int, **info) -> None:
-        if self.forked:
+    def __init__(self, run_dir: str):
+        self._file = open(os.path.join(run_dir, "progress.jsonl"), "a", buffering=1, encoding="utf-8")
+        self.last_record = 0.0   # monotonic time of the last record (runner/liveness.py reads it)
+        self._forked = False
+
+    def after_fork(self) -> None:
+        """A forked process (a DataLoader worker) writes nothing: the file is the run's."""
+        self._forked = True
+
+    def record(self, stage: str, step: int, total: int, **info) -> None:
+        if self._forked:
             return
-        rec = {"t": round(time.time(), 4), "stage": stage, "step": step, "total": self.total}
+        rec = {"t": round(time.time(), 4), "stage": stage, "step": step, "total": total}
         rec.update(info)
         try:
-            self._progress.write(json.dumps(rec) + "\n")
+            self._file.write(json.dumps(rec) + "\n")
         except Exception:
             pass
         self.last_record = monotonic()
@@ -41,69 +50,79 @@ class Reporting:
         if t - self.last_record < ALIVE_S:
             return
         self.last_record = t
-        if self.forked:
+        if self._forked:
             return
         try:
-            os.write(self._progress.fileno(), b'{"t": %.4f, "stage": "alive"}\n' % time.time())
+            os.write(self._file.fileno(), b'{"t": %.4f, "stage": "alive"}\n' % time.time())
         except Exception:  # closed at the script's end
             pass
 
-    def note(self, text: str) -> None:
-        if text not in self.notes:
-            self.notes.append(text)
+    def close(self) -> None:
+        try:
+            self._file.close()
+        except Exception:
+            pass
+
+
+class Notes:
+    """What the run says in words (child.json "notes"): each once, in the order first said."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def add(self, text: str) -> None:
+        if text not in self.lines:
+            self.lines.append(text)
 
     def internal_error(self, where: str, exc: BaseException) -> None:
-        self.note(f"advisor internal error in {where}: {one_line_exception(exc)}")
+        self.add(f"advisor internal error in {where}: {one_line_exception(exc)}")
 
-    def _losses(self) -> list:
-        refs = self._loss_refs
-        read_losses(refs)
-        return [float("nan") if v is None else v for v in refs]
 
-    def child_doc(self) -> dict:
-        obs = self.observer
-        return {
-            "stage": self.stage,
-            "rank": self.rank, "world_size": self.world_size,
-            "steps_seen": self.steps_seen,
-            "step_times_ms": [round(x, 4) for x in self.window.step_times_ms],
-            "measure_window_ms": None if self.window.window_ms is None else round(self.window.window_ms, 4),
-            "step_timing": "window",
-            "batches_per_epoch": self.window.batches_per_epoch,
-            "settle_steps": self.settled,
-            "left_out_steps": dict(self.window.left_out), "left_out_ms": round(self.window.left_out_ms, 4),
-            "warmup_step_times_ms": [round(x, 4) for x in self.warmup_step_times_ms],
-            "data_wait_ms": [round(x, 4) for x in self.window.data_wait_ms],
-            "item_wait_ms": round(self.item_wait_s * 1e3, 4), "item_waits": self.item_waits,
-            "losses": self._losses(),
-            "batch_size": self.batch_size,
-            "batch_size_source": self.batch_size_source,
-            "step_counts": self.micro_rows,
-            "step_source": self.step_source,
-            "trace_files": list(self.trace_files),
-            "config": {**(obs.config_doc(self.micro_rows) if obs else dict(self.config)), **fixes_observed()},
-            "environment": obs.environment() if obs else {},
-            "memory": obs.memory() if obs else {},
-            "notes": list(self.notes),
-            "interventions_applied": list(self.interventions_applied),
-            "exit": dict(self.exit),
-            "startup": {k: round(v, 3) for k, v in self.startup.items()},
-            "executed_lines": self.lines.doc() if self.lines is not None else {},
-            "own_profiler": self.script_profilers.doc() if self.script_profilers is not None else None,
-            "flops": self.flops.doc() if self.flops is not None else None,
-            "sandbox": self.sandbox.doc() if self.sandbox is not None else None,
-        }
+def child_doc(ctl) -> dict:
+    """child.json's content, from the Controller's parts (docs/internals.md §1)."""
+    obs, window, seen, clock = ctl.observer, ctl.window, ctl.seen, ctl.clock
+    return {
+        "stage": ctl.outcome.stage,
+        "rank": ctl.run.rank, "world_size": ctl.run.world_size,
+        "steps_seen": clock.steps_seen,
+        "step_times_ms": [round(x, 4) for x in window.step_times_ms],
+        "measure_window_ms": None if window.window_ms is None else round(window.window_ms, 4),
+        "step_timing": "window",
+        "batches_per_epoch": window.batches_per_epoch,
+        "settle_steps": clock.settled,
+        "left_out_steps": dict(window.left_out), "left_out_ms": round(window.left_out_ms, 4),
+        "warmup_step_times_ms": [round(x, 4) for x in ctl.startup.untimed_ms],
+        "data_wait_ms": [round(x, 4) for x in window.data_wait_ms],
+        "item_wait_ms": round(seen.item_wait_s * 1e3, 4), "item_waits": seen.item_waits,
+        "losses": ctl.losses.values(),
+        "batch_size": seen.batch_size,
+        "batch_size_source": seen.batch_size_source,
+        "step_counts": seen.micro_rows,
+        "step_source": clock.step_source,
+        "trace_files": list(ctl.profiling.trace_files),
+        "config": {**(obs.config_doc(seen.micro_rows) if obs else {}), **fixes_observed()},
+        "environment": obs.environment() if obs else {},
+        "memory": obs.memory() if obs else {},
+        "notes": list(ctl.notes.lines),
+        "interventions_applied": list(ctl.interventions_applied),
+        "exit": dict(ctl.outcome.exit),
+        "startup": ctl.startup.doc(),
+        "executed_lines": ctl.lines.doc() if ctl.lines is not None else {},
+        "own_profiler": ctl.script_profilers.doc() if ctl.script_profilers is not None else None,
+        "flops": ctl.flops.doc() if ctl.flops is not None else None,
+        "sandbox": ctl.sandbox.doc() if ctl.sandbox is not None else None,
+    }
 
-    def save(self) -> None:
-        if self.forked:
-            return
-        try:
-            doc = self.child_doc()
-        except Exception as e:  # never lose the file over one field
-            self.internal_error("child.json", e)
-            doc = {"stage": self.stage, "steps_seen": self.steps_seen, "notes": self.notes,
-                   "exit": self.exit}
-        write_json_atomic(os.path.join(self.run_dir, "child.json"), doc)
+
+def save_child_doc(ctl) -> None:
+    """child.json, rewritten whole (atomically); a field that fails leaves a note, not no file."""
+    try:
+        doc = child_doc(ctl)
+    except Exception as e:  # never lose the file over one field
+        ctl.internal_error("child.json", e)
+        doc = {"stage": ctl.outcome.stage, "steps_seen": ctl.clock.steps_seen, "notes": ctl.notes.lines,
+               "exit": ctl.outcome.exit}
+    write_json_atomic(os.path.join(ctl.run.dir, "child.json"), doc)
 
 
 def fixes_observed() -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 _SESSION = None  # the Controller while a script runs under advisor
+_stacks_file = None  # where faulthandler writes the stacks on SIGUSR2: open for the whole run
 
 
 def explicit_step() -> None:
@@ -37,9 +38,9 @@ def install(spec: dict):
     if spec.get("hold") and spec.get("hold_at", "cuda") == "cuda":
         from advisor.runner import held
 
-        _time_cuda_init(ctl.startup, lambda: held.hold(ctl))
+        _time_cuda_init(ctl.startup.milestones, lambda: held.hold(ctl))
     else:
-        _time_cuda_init(ctl.startup)
+        _time_cuda_init(ctl.startup.milestones)
     _seed(spec.get("seed"))
     # Interventions (trials) patch torch first, so that advisor's wrappers sit on top of
     # theirs and taking advisor's loop hooks off at the measure stage leaves theirs in place.
@@ -66,10 +67,10 @@ def install(spec: dict):
         from advisor.runner.sandbox import Sandbox
 
         # project_dirs: the user's own tree behind a patched copy (advisor.verify's overlay)
-        project = (ctl.cwd, os.path.dirname(os.path.abspath(spec["script"])), *(spec.get("project_dirs") or ()))
+        project = (ctl.run.cwd, os.path.dirname(os.path.abspath(spec["script"])), *(spec.get("project_dirs") or ()))
         # the whole run directory is advisor's: the trace's tb/, the mirrors of the user's tree
-        own = (os.path.dirname(ctl.tb_dir), *([spec["sandbox_root"]] if spec.get("sandbox_root") else []))
-        ctl.sandbox = Sandbox(ctl.run_dir, ctl.note, also_allowed=own, project=project)
+        own = (os.path.dirname(ctl.run.tb_dir), *([spec["sandbox_root"]] if spec.get("sandbox_root") else []))
+        ctl.sandbox = Sandbox(ctl.run.dir, ctl.note, also_allowed=own, project=project)
         ctl.sandbox.install()
     _dump_stacks_on_request(ctl)
     _SESSION = ctl
@@ -91,6 +92,7 @@ def _forget() -> None:
 def _dump_stacks_on_request(ctl) -> None:
     """SIGUSR2 (advisor, when the script stalls) writes every thread's Python stack into the
     run directory: where a deadlocked loader or a hung collective waits."""
+    global _stacks_file
     import faulthandler
     import signal
 
@@ -99,8 +101,8 @@ def _dump_stacks_on_request(ctl) -> None:
     try:
         from advisor.runner.parent import STACKS
 
-        ctl.stacks_file = open(os.path.join(ctl.run_dir, STACKS), "w", encoding="utf-8")
-        faulthandler.register(signal.SIGUSR2, file=ctl.stacks_file, all_threads=True)
+        _stacks_file = open(os.path.join(ctl.run.dir, STACKS), "w", encoding="utf-8")
+        faulthandler.register(signal.SIGUSR2, file=_stacks_file, all_threads=True)
     except Exception as e:  # a script's own use of the signal, say: no stacks then
         ctl.internal_error("stack dump on SIGUSR2", e)
 
