@@ -14,7 +14,8 @@ import tempfile
 import time
 
 from advisor.runner._util import ensure_workdir, write_json_atomic
-from advisor.runner.parent import _kill_group, _spawn, _Tail, start_child
+from advisor.runner.follow import Tail, kill_group
+from advisor.runner.parent import _spawn, start_child
 
 # What may differ between a guessed spec and the trial's: where it runs and what it is called.
 _PLACE = ("run_dir", "run_name", "hold", "hold_at")
@@ -65,12 +66,12 @@ class _StartedAhead:
     def pause(self) -> None:
         """Stopped (SIGSTOP, its whole group) while another process's steps are timed."""
         if not self.paused and self._stoppable():
-            _kill_group(self.proc.pid, signal.SIGSTOP)
+            kill_group(self.proc.pid, signal.SIGSTOP)
             self.paused = True
 
     def resume(self) -> None:
         if self.paused:
-            _kill_group(self.proc.pid, signal.SIGCONT)
+            kill_group(self.proc.pid, signal.SIGCONT)
             self.paused = False
 
     def _hand_over(self, spec_path: str, nice: int = 0, keep_fifo: bool = False) -> bool:
@@ -89,7 +90,7 @@ class _StartedAhead:
 
     def _kill(self) -> None:
         if self.proc.poll() is None:
-            _kill_group(self.proc.pid, signal.SIGKILL)
+            kill_group(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         shutil.rmtree(self.fifo_dir, ignore_errors=True)
 
@@ -154,7 +155,7 @@ class HeldChild(_StartedAhead):
         write_json_atomic(spec_path, {**spec, "run_dir": where, "hold": fifo, "hold_at": hold_at})
         progress = os.path.join(where, "progress.jsonl")
         open(progress, "wb").close()
-        self.tail = _Tail(progress)
+        self.tail = Tail(progress)
         self.spawned = time.time()
         self.proc, _ = start_child(spec_path, spec.get("cwd"), stdout_to_stderr, warm, spec)
         _renice(self.proc.pid, AHEAD_NICE)

@@ -4,21 +4,20 @@ time limits, forward Ctrl-C, and turn child.json into a result with a status and
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
+from dataclasses import dataclass
 
 from advisor.runner import ranks
 from advisor.runner._util import PARENT_ENV, ensure_workdir, read_json, write_json_atomic
+from advisor.runner.follow import Progress, Signals, Stop, follow
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
 JAIL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail.py")
 GRACE_S = 5.0          # after SIGINT, how long the child gets to save before SIGKILL
-_POLL_S = 0.1
 _STARTUP_S = 60.0      # allowance for the child's start-up (torch import) before step_timeout
 # A script that stops making progress after its first step (a deadlocked loader, a hung
 # collective, a sleep) is stopped once it has been silent this long: no step record and no
@@ -134,36 +133,6 @@ def validate_script(path) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------------- progress tail
-class _Tail:
-    """Reads complete new lines of a JSON-lines file."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.pos = 0
-        self.buf = b""
-
-    def read(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.pos)
-                chunk = f.read()
-        except OSError:
-            return []
-        self.pos += len(chunk)
-        self.buf += chunk
-        *lines, self.buf = self.buf.split(b"\n")
-        out = []
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict):
-                out.append(rec)
-        return out
-
-
 # ---------------------------------------------------------------------- run
 def _empty_child() -> dict:
     return {"stage": "started", "steps_seen": 0, "step_times_ms": [], "data_wait_ms": [],
@@ -171,13 +140,6 @@ def _empty_child() -> dict:
             "step_source": "optimizer-hook", "trace_files": [], "config": {}, "environment": {},
             "memory": {"max_allocated_bytes": None, "max_reserved_bytes": None, "capacity_bytes": None},
             "notes": [], "exit": {"code": None, "exception": None, "stopped_by_advisor": False}}
-
-
-def _kill_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
 
 
 def _median(values: list[float]) -> float | None:
@@ -203,145 +165,107 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     ``elapsed_s``; ``exit.code`` is the child's real return code (negative: killed by that
     signal) and ``exit.signal`` the signal number or None. Never raises because of the script.
     """
-    run_dir = spec["run_dir"]
-    spec_path = os.path.join(run_dir, "spec.json")
-    child_path = os.path.join(run_dir, "child.json")
-    progress_path = os.path.join(run_dir, "progress.jsonl")
-
-    profile_n = int(spec.get("profile_steps", 3))
-    # +1: the profiler's own warmup step (see controller.py)
-    total = int(spec.get("warmup_steps", 5)) + int(spec.get("measure_steps", 20)) + (profile_n + 1 if profile_n else 0)
+    total = _planned_steps(spec)
     t0, spawned = time.monotonic(), time.time()
-    # The held process's directory becomes run_dir, its progress file the one followed here.
+    proc, started_warm, started_held = _launch(spec, step_timeout, stdout_to_stderr, warm, held)
+    progress = Progress(os.path.join(spec["run_dir"], "progress.jsonl"), on_progress)
+    limits = _Limits(t0, timeout, step_timeout, stall_timeout, spec["run_dir"])
+    stop = Stop(proc, spec, grace)
+    with Signals() as signals:
+        rc = follow(proc, progress, limits, stop, signals)
+    progress.read_rest()
+
+    result, missing = _merged_result(spec["run_dir"], rc, progress.steps)
+    result.update(interrupted=stop.interrupted, stalled=stop.stalled, elapsed_s=round(time.monotonic() - t0, 3),
+                  started_warm=started_warm, started_held=started_held)
+    if isinstance(result.get("startup"), dict):  # the child's milestones, from the spawn (or the go)
+        result["startup"]["spawned"] = round(spawned, 3)
+        if started_held:  # ... or the release: what it did before is negative, done ahead
+            result["startup"]["ahead_spawned"] = round(held.spawned, 3)
+    if ranks.nproc(spec) > 1:
+        result["ranks"] = ranks.collect(spec, result)
+    reasons = _reasons(result, total, stop.reason, stop.interrupted, missing)
+    result["status"] = "incomplete" if reasons else "complete"
+    result["incomplete_reasons"] = reasons
+    return result
+
+
+def _planned_steps(spec: dict) -> int:
+    """The steps the child should take: warm-up, timed and profiled."""
+    profile_n = int(spec.get("profile_steps", 3))
+    # +1: the profiler's own warmup step (see StepClock in state.py)
+    return int(spec.get("warmup_steps", 5)) + int(spec.get("measure_steps", 20)) + (profile_n + 1 if profile_n else 0)
+
+
+def _launch(spec: dict, step_timeout: float, stdout_to_stderr: bool, warm, held) -> tuple[subprocess.Popen, bool, bool]:
+    """The child: the process held on this spec, released (its directory becomes run_dir, its
+    progress file the one followed here), else one started now, from warm when it fits.
+    Returns (the process, whether it was started ahead, whether it was the held one)."""
+    spec_path = os.path.join(spec["run_dir"], "spec.json")
     proc = held.release(spec, spec_path, _STARTUP_S + step_timeout) if held is not None else None
-    started_held = proc is not None
-    if proc is None:
-        os.makedirs(run_dir, exist_ok=True)
-        write_json_atomic(spec_path, spec)
-        for stale in (child_path, progress_path):
-            try:
-                os.remove(stale)
-            except FileNotFoundError:
-                pass
-        open(progress_path, "wb").close()
-        ensure_workdir(spec)   # a sandboxed process starts in a mirror of the user's cwd
-        # stdout_to_stderr: `--json` keeps stdout for advisor's JSON alone; the script's prints
-        # still reach the terminal, on stderr.
-        proc, started_warm = start_child(spec_path, spec.get("cwd"), stdout_to_stderr, warm, spec)
-    else:
-        started_warm = True
+    if proc is not None:
         if warm is not None:
             warm.close()
-    pgid = proc.pid  # a new session: the child leads its own process group
+        return proc, True, True
+    _fresh_run_dir(spec, spec_path)
+    # stdout_to_stderr: `--json` keeps stdout for advisor's JSON alone; the script's prints
+    # still reach the terminal, on stderr.
+    proc, started_warm = start_child(spec_path, spec.get("cwd"), stdout_to_stderr, warm, spec)
+    return proc, started_warm, False
 
-    signals = {"int": 0}
-    old_handlers = {}
 
-    def on_signal(signum, frame):
-        signals["int"] += 1
+def _fresh_run_dir(spec: dict, spec_path: str) -> None:
+    """spec.json written, an earlier child's child.json gone and its progress.jsonl emptied."""
+    run_dir = spec["run_dir"]
+    os.makedirs(run_dir, exist_ok=True)
+    write_json_atomic(spec_path, spec)
+    progress_path = os.path.join(run_dir, "progress.jsonl")
+    for stale in (os.path.join(run_dir, "child.json"), progress_path):
+        try:
+            os.remove(stale)
+        except FileNotFoundError:
+            pass
+    open(progress_path, "wb").close()
+    ensure_workdir(spec)   # a sandboxed process starts in a mirror of the user's cwd
 
-    if threading.current_thread() is threading.main_thread():
-        for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-            if s is None:
-                continue
-            try:
-                old_handlers[s] = signal.signal(s, on_signal)
-            except (ValueError, OSError):
-                pass
 
-    tail = _Tail(progress_path)
-    steps = 0
-    first_step = False
-    started_at = None        # when the script itself began (the child's "started" record)
-    kill_reason = None       # why advisor stopped the child
-    kill_at = None           # when to SIGKILL the group if it is still alive
-    interrupted = False
-    forwarded = 0
-    rc = None
-    last_seen = None         # when the child last reported progress, after its first step
-    last_t = None            # the child's time of its last step record
-    intervals: list[float] = []
-    stalled = False          # advisor stopped the script as stalled
-    try:
-        while True:
-            try:
-                rc = proc.wait(timeout=_POLL_S)
-            except subprocess.TimeoutExpired:
-                rc = None
-            for rec in tail.read():
-                stage = str(rec.get("stage", ""))
-                step = int(rec.get("step") or 0)
-                if stage == "alive":  # work between steps (runner/liveness.py): no step, not shown
-                    if first_step:
-                        last_seen = time.monotonic()
-                    continue
-                if stage in ("warmup", "profile", "measure") and step >= 1:
-                    first_step = True
-                elif stage == "started" and started_at is None:
-                    started_at = time.monotonic()
-                if first_step:
-                    t_rec = rec.get("t") if isinstance(rec.get("t"), (int, float)) else None
-                    if step > steps and last_t is not None and t_rec is not None:
-                        intervals.append((t_rec - last_t) / (step - steps))   # the child's clock
-                    if step > steps:
-                        last_t = t_rec
-                    last_seen = time.monotonic()
-                steps = max(steps, step)
-                if on_progress is not None:
-                    info = {k: v for k, v in rec.items() if k not in ("stage", "step")}
-                    on_progress(stage, step, info)
-            if rc is not None:
-                break
-            now = time.monotonic()
-            if signals["int"] > forwarded:
-                forwarded = signals["int"]
-                interrupted = True
-                if forwarded == 1:
-                    _interrupt(proc, pgid, spec)
-                    kill_at = now + grace
-                else:  # pressed again: stop waiting
-                    _kill_group(pgid, signal.SIGKILL)
-            if kill_reason is None and not interrupted:
-                # step_timeout counts from the script's start (torch's import is not the script's)
-                if not first_step and started_at is not None and now - started_at > step_timeout:
-                    kill_reason = f"never reached a training step within {step_timeout:g} s"
-                elif started_at is None and now - t0 > _STARTUP_S + step_timeout:
-                    kill_reason = (f"the script did not start within {_STARTUP_S + step_timeout:g} s "
-                                   "(python or torch start-up hung?)")
-                elif now - t0 > timeout:
-                    kill_reason = f"timed out after {timeout:g} s"
-                elif last_seen is not None and now - last_seen > (limit := stall_limit(intervals, stall_timeout)):
-                    med = _median(intervals)
-                    kill_reason = (f"stalled: no progress (no training step, forward, batch or backward) "
-                                   f"for {limit:g} s after step {steps}"
-                                   + (f" (its median step: {med * 1e3:.3g} ms)" if med is not None else "")
-                                   + f"; every thread's stack is in {os.path.join(run_dir, STACKS)}")
-                    stalled = True
-                    _send(proc, getattr(signal, "SIGUSR2", signal.SIGINT))  # faulthandler: the stacks
-                    time.sleep(0.5)
-                if kill_reason is not None:
-                    _interrupt(proc, pgid, spec)  # python raises KeyboardInterrupt: the child saves
-                    kill_at = now + grace
-            if kill_at is not None and now > kill_at:
-                _kill_group(pgid, signal.SIGKILL)
-                kill_at = now + 3600
-    finally:
-        if rc is None:  # an error of our own (e.g. in on_progress): do not leave the child behind
-            _kill_group(pgid, signal.SIGKILL)
-            proc.wait()
-        _kill_group(pgid, signal.SIGKILL)  # leftover DataLoader workers etc.
-        for s, h in old_handlers.items():
-            try:
-                signal.signal(s, h)
-            except (ValueError, OSError):
-                pass
-    for rec in tail.read():
-        steps = max(steps, int(rec.get("step") or 0))
-        if on_progress is not None and rec.get("stage") != "alive":
-            on_progress(str(rec.get("stage", "")), int(rec.get("step") or 0),
-                        {k: v for k, v in rec.items() if k not in ("stage", "step")})
+@dataclass
+class _Limits:
+    """When advisor stops the child: it has not started its script, or not reached a first step,
+    in time; the whole run's timeout; a stall after its first step (stall_limit)."""
 
-    child = read_json(child_path)
+    t0: float                  # when run_child began (monotonic)
+    timeout: float
+    step_timeout: float
+    stall_timeout: float | None
+    run_dir: str
+
+    def passed(self, progress: Progress, now: float) -> tuple[str, bool] | None:
+        """The limit the child has passed, as (why it is stopped, whether it stalled); None
+        while it is within them all."""
+        started_at = progress.started_at
+        # step_timeout counts from the script's start (torch's import is not the script's)
+        if not progress.first_step and started_at is not None and now - started_at > self.step_timeout:
+            return f"never reached a training step within {self.step_timeout:g} s", False
+        if started_at is None and now - self.t0 > _STARTUP_S + self.step_timeout:
+            return (f"the script did not start within {_STARTUP_S + self.step_timeout:g} s "
+                    "(python or torch start-up hung?)"), False
+        if now - self.t0 > self.timeout:
+            return f"timed out after {self.timeout:g} s", False
+        limit = stall_limit(progress.intervals, self.stall_timeout)
+        if progress.last_seen is not None and now - progress.last_seen > limit:
+            med = _median(progress.intervals)
+            return (f"stalled: no progress (no training step, forward, batch or backward) "
+                    f"for {limit:g} s after step {progress.steps}"
+                    + (f" (its median step: {med * 1e3:.3g} ms)" if med is not None else "")
+                    + f"; every thread's stack is in {os.path.join(self.run_dir, STACKS)}"), True
+        return None
+
+
+def _merged_result(run_dir: str, rc: int, steps: int) -> tuple[dict, bool]:
+    """child.json (an empty record when the child wrote none: then True) with what the parent
+    saw: the steps of its progress records, the real exit code and the signal that killed it."""
+    child = read_json(os.path.join(run_dir, "child.json"))
     missing = not isinstance(child, dict)
     result = _empty_child()
     if not missing:
@@ -354,37 +278,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     ex.setdefault("exception", None)
     ex.setdefault("stopped_by_advisor", False)
     result["exit"] = ex
-    result["interrupted"] = interrupted
-    result["stalled"] = stalled
-    result["elapsed_s"] = round(time.monotonic() - t0, 3)
-    result["started_warm"] = started_warm
-    result["started_held"] = started_held
-    if isinstance(result.get("startup"), dict):  # the child's milestones, from the spawn (or the go)
-        result["startup"]["spawned"] = round(spawned, 3)
-        if started_held:  # ... or the release: what it did before is negative, done ahead
-            result["startup"]["ahead_spawned"] = round(held.spawned, 3)
-    if ranks.nproc(spec) > 1:
-        result["ranks"] = ranks.collect(spec, result)
-    reasons = _reasons(result, total, kill_reason, interrupted, missing)
-    result["status"] = "incomplete" if reasons else "complete"
-    result["incomplete_reasons"] = reasons
-    return result
-
-
-def _interrupt(proc, pgid: int, spec: dict) -> None:
-    """SIGINT to the child, and with several ranks to every rank: torch.distributed.run answers
-    its own SIGINT with SIGTERM to its workers, which would die without saving."""
-    if ranks.nproc(spec) > 1:
-        _kill_group(pgid, signal.SIGINT)
-    else:
-        _send(proc, signal.SIGINT)
-
-
-def _send(proc, sig) -> None:
-    try:
-        proc.send_signal(sig)
-    except (ProcessLookupError, OSError):
-        pass
+    return result, missing
 
 
 def _when(steps: int) -> str:
