@@ -10,12 +10,27 @@ import sys
 
 def _main() -> None:
     import atexit
-    import builtins
-    import io
-    import json
+
+    session, flush_std, wait_line, advisor_dir = _import_runner()
+    _let_sigint_stop_the_script()
+    spec = _read_spec(_spec_path(wait_line))
+    script = spec["script"]
+    argv = [str(a) for a in spec.get("argv") or [script]]
+    file_ = _main_file(argv[0], script)
+    # Registered before torch and the script register theirs, so it runs last at exit: an
+    # uncaught KeyboardInterrupt ends the process by SIGINT, as python's own exit does (python's
+    # mechanism is not reliable here: code run during finalization can reset its flag).
+    atexit.register(_exit_by_sigint_if_interrupted)
+    ctl = session.install(spec)
+    exc = _run_script(script, file_, _as_main(script, argv, file_))
+    _end(ctl, spec, exc, flush_std, advisor_dir)
+
+
+def _import_runner():
+    """advisor's runner, imported from the directory that holds this advisor package; that
+    directory and this file's are taken off sys.path again, which the script sees as python
+    would have set it. Returns (session, flush_std, wait_line, ADVISOR_DIR)."""
     import os
-    import types
-    from importlib.machinery import SourceFileLoader
 
     here = os.path.dirname(os.path.realpath(__file__))
     # python put this file's directory first on sys.path: take it away again.
@@ -40,7 +55,10 @@ def _main() -> None:
             sys.path.remove(root)
         except ValueError:
             pass
+    return session, flush_std, wait_line, ADVISOR_DIR
 
+
+def _let_sigint_stop_the_script() -> None:
     import signal
 
     # advisor stops the script with SIGINT (a KeyboardInterrupt: the script's finally blocks run
@@ -49,6 +67,12 @@ def _main() -> None:
     # became a SIGKILL after the grace period, with nothing saved.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _spec_path(wait_line) -> str:
+    """The spec's path: the command line's, or in a process started ahead of its trial
+    (``--wait <fifo>``) the one that comes through the FIFO."""
+    import os
 
     if sys.argv[1] == "--wait":
         # A process started ahead of its trial (parent.WarmChild): torch is imported while
@@ -63,27 +87,41 @@ def _main() -> None:
             shutil.rmtree(os.path.dirname(sys.argv[2]), ignore_errors=True)
             os._exit(0)
         sys.argv[1:] = [line]
-    with open(sys.argv[1], encoding="utf-8") as f:
+    return sys.argv[1]
+
+
+def _read_spec(path: str) -> dict:
+    import json
+    import os
+
+    with open(path, encoding="utf-8") as f:
         spec = json.load(f)
     if spec.get("workdir"):   # a sandboxed process: a mirror of the user's cwd (runner/_util.py)
         os.chdir(spec["workdir"] if os.path.isabs(spec["workdir"]) else os.path.join(spec["run_dir"], spec["workdir"]))
+    return spec
 
-    script = spec["script"]
-    argv = [str(a) for a in spec.get("argv") or [script]]
-    # __file__ as python >= 3.9 sets it: argv[0] joined to the cwd, not normalized.
-    a0 = argv[0]
-    file_ = a0 if os.path.isabs(a0) else os.path.join(os.getcwd(), a0)
+
+def _main_file(argv0: str, script: str) -> str:
+    """__file__ as python >= 3.9 sets it: argv[0] joined to the cwd, not normalized (the
+    script's own path when argv[0] names another file)."""
+    import os
+
+    file_ = argv0 if os.path.isabs(argv0) else os.path.join(os.getcwd(), argv0)
     try:
         if not os.path.samefile(file_, script):
             file_ = script
     except OSError:
         file_ = script
+    return file_
 
-    # Registered before torch and the script register theirs, so it runs last at exit: an
-    # uncaught KeyboardInterrupt ends the process by SIGINT, as python's own exit does (python's
-    # mechanism is not reliable here: code run during finalization can reset its flag).
-    atexit.register(_exit_by_sigint_if_interrupted)
-    ctl = session.install(spec)
+
+def _as_main(script: str, argv: list[str], file_: str) -> dict:
+    """A fresh __main__ module for the script, with sys.argv and sys.path[0] as python would
+    set them; its globals."""
+    import builtins
+    import os
+    import types
+    from importlib.machinery import SourceFileLoader
 
     main = types.ModuleType("__main__")
     g = main.__dict__
@@ -102,6 +140,12 @@ def _main() -> None:
         # python puts realpath(dirname(script)) there (symlinks resolved): see docs/internals.md §1
         sys.path.insert(0, os.path.dirname(os.path.realpath(script)))
     sys.modules["__main__"] = main
+    return g
+
+
+def _run_script(script: str, file_: str, g: dict) -> BaseException | None:
+    """Compile and run the script in g; what it raised (held until the results are saved)."""
+    import io
 
     exc = None
     code = None
@@ -121,6 +165,13 @@ def _main() -> None:
             exec(code, g)
         except BaseException as e:  # held until the results are saved
             exc = e
+    return exc
+
+
+def _end(ctl, spec: dict, exc: BaseException | None, flush_std, advisor_dir: str) -> None:
+    """Save the results; then leave at once (exit 0) when advisor stopped the script, else end
+    as python would have: return, or raise what the script raised, its traceback printed."""
+    import os
 
     try:
         stopped = ctl.finish(exc)
@@ -135,8 +186,15 @@ def _main() -> None:
         return
     if isinstance(exc, SystemExit):
         raise exc
-    _trim_traceback(exc, ADVISOR_DIR)
-    if isinstance(exc, KeyboardInterrupt) and spec.get("quiet_interrupt"):
+    _print_traceback(exc, bool(spec.get("quiet_interrupt")), advisor_dir)
+    raise exc
+
+
+def _print_traceback(exc: BaseException, quiet_interrupt: bool, advisor_dir: str) -> None:
+    """The traceback of the script's uncaught exception, advisor's frames left out, printed
+    now and not again by the interpreter."""
+    _trim_traceback(exc, advisor_dir)
+    if isinstance(exc, KeyboardInterrupt) and quiet_interrupt:
         sys.excepthook = _silent_excepthook  # a trial advisor stopped (trials/process.py): no traceback
     try:
         sys.excepthook(type(exc), exc, exc.__traceback__)
@@ -145,7 +203,6 @@ def _main() -> None:
     sys.excepthook = _silent_excepthook  # the interpreter must not print it again
     if isinstance(exc, KeyboardInterrupt):
         _STATE["sigint"] = True
-    raise exc
 
 
 _STATE = {"sigint": False}
