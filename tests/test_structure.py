@@ -1,5 +1,5 @@
 """The package's shape: no import cycle between its packages (imports inside functions count:
-they are ties too)."""
+they are ties too), no function over 80 lines, no class over 25 attributes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "advisor"
+MAX_FUNCTION_LINES = 80
+MAX_ATTRIBUTES = 25
 
 
 def _modules() -> dict[str, tuple[Path, ast.Module]]:
@@ -105,3 +107,22 @@ def test_every_package_ships():
     listed = set(tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT.parent).parts) for p in ROOT.rglob("__init__.py")}
     assert found <= listed, sorted(found - listed)
+
+
+def test_no_long_function_and_no_large_class():
+    long, large = [], []
+    for _, (path, tree) in _modules().items():
+        where = path.relative_to(ROOT.parent)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{where}:{node.lineno} {node.name} ({lines} lines)")
+            elif isinstance(node, ast.ClassDef) and not any(getattr(b, "id", None) == "TypedDict" for b in node.bases):
+                # a TypedDict's annotations are the keys of a dict crossing a boundary, not state
+                attrs = {t.attr for t in ast.walk(node) if isinstance(t, ast.Attribute) and isinstance(t.ctx, ast.Store)
+                         and isinstance(t.value, ast.Name) and t.value.id == "self"}
+                attrs |= {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+                if len(attrs) > MAX_ATTRIBUTES:
+                    large.append(f"{where}:{node.lineno} {node.name} ({len(attrs)} attributes)")
+    assert not long and not large, "\n".join(long + large)
