@@ -27,8 +27,8 @@ def spec_key(spec: dict) -> str:
 
 
 # Processes started ahead run at a lower CPU priority: they take the cores the running trial
-# leaves idle (a trial's start-up beside two guesses making their data took 8.0 s to its
-# first CUDA use instead of 6.6 s on an H100 host). Back to normal when their turn comes
+# leaves idle (at equal priority, guesses making their data slow the running trial's own
+# start-up: docs/measurement.md). Back to normal when their turn comes
 # (allowed to root; elsewhere they stay lower, beside guesses as low).
 AHEAD_NICE = 10
 
@@ -96,8 +96,8 @@ class _StartedAhead:
 
 
 class WarmChild(_StartedAhead):
-    """A child process started before its spec exists: python starts and imports torch (1 s
-    a process on the 2-core CI machine) while the previous trial runs, then waits on a FIFO for the
+    """A child process started before its spec exists: python starts and imports torch (about a
+    second a process) while the previous trial runs, then waits on a FIFO for the
     spec's path (bootstrap.py --wait). Same interpreter, cwd, environment and session as
     run_child's own; stdin is the terminal's, as there."""
 
@@ -184,8 +184,8 @@ class HeldChild(_StartedAhead):
 
     def _stoppable(self) -> bool:
         """One that waits at the hold too: its own thread is idle there, but its DataLoader
-        workers go on filling their prefetch queues (8 workers decoding JPEGs for 32 batches,
-        left running beside a DALI trial's window, stalled one of its steps 0.8 s on an H200)."""
+        workers go on filling their prefetch queues, and left running beside another trial's
+        window they stall its steps."""
         return self.alive()
 
     def advance(self) -> bool:

@@ -1,10 +1,9 @@
 """The child's stage machine: step boundaries, warmup → measure → profile, child.json and
 progress.jsonl.
 
-Measuring comes before profiling: on an H200 (torch 2.11) steps timed after a profiling
-session in the same process ran 28% slower (10.5 → 13.4 ms, ResNet-18, three repeats;
-tests/fixtures/traces/README.md), so timing after the profiler would charge its leftover
-cost to the script. Patches live in hooks.py (steps, phases), observe.py (config) and disarm.py;
+Measuring comes before profiling: steps timed after a profiling session in the same process
+run slower (docs/measurement.md), so timing after the profiler would charge its leftover cost
+to the script. Patches live in hooks.py (steps, phases), observe.py (config) and disarm.py;
 the profiler session in profiling.py; the controller's plain-state parts in state.py."""
 
 from __future__ import annotations
@@ -271,8 +270,8 @@ class Controller:
         if self.lines is not None:
             self.lines.stop()
         # A compiled model keeps the loop hooks in place, switched off (Hooks.remove_loop_hooks):
-        # taking them away recompiled it (one such step took 808 ms inside a window of 4 ms
-        # steps on an H100). Its settle step lets CUDA graph trees finish recording untimed.
+        # taking them away recompiles it, inside the window. Its settle step lets CUDA graph
+        # trees finish recording untimed.
         clock.settle_n = settle_steps()
         if self.hooks is not None:
             self.hooks.remove_loop_hooks(keep_installed=clock.settle_n > 0)

@@ -74,8 +74,8 @@ class Hooks(CopyHooks):
         """Off for the timed steps. ``keep_installed`` (a compiled model): switched off but
         left in place. torch.compile guards on the global module hooks and the patched
         methods it traced through, so taking them away recompiles the model (and re-records
-        its CUDA graphs), and putting them back for the profiled steps recompiles again: on
-        an H100 that cost 1.5-14 s a process. Inside compiled code the hooks are not called,
+        its CUDA graphs), and putting them back for the profiled steps recompiles again, seconds
+        a process (docs/measurement.md). Inside compiled code the hooks are not called,
         so left in place they cost only the few module calls outside it."""
         self.loop_active = False
         if not keep_installed:
@@ -346,9 +346,9 @@ class Hooks(CopyHooks):
     # ------------------------------------------------------------------ .item()
     def _time_item(self) -> None:
         """The host time the timed window spends in .item() on device tensors: whether the
-        host waits for the GPU there, measured without the profiler (which slows the host:
-        on H100 hosts a compiled step blocked 0.02-0.69 ms in these calls when profiled, and
-        deferring them gave 0.94 ms). One perf_counter pair per call; ADV110 reads it."""
+        host waits for the GPU there, measured without the profiler (which slows the host and
+        hides these waits in a profiled trace: docs/measurement.md). One perf_counter pair per
+        call; ADV110 reads it."""
         clock, seen = self.c.clock, self.c.seen
         orig = torch.Tensor.item
 
