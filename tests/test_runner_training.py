@@ -60,6 +60,7 @@ def test_training_loop(tmp_path, capfd):
                                 "where": site("optim.SGD(")}
     assert cfg["cudnn.benchmark"] == {"value": True, "where": site("cudnn.benchmark = True")}
     assert cfg["cudnn.deterministic"] == {"value": False, "where": None}
+    assert cfg["deterministic_algorithms"] == {"value": False, "where": None}
     assert cfg["float32_matmul_precision"] == {"value": "high",
                                                "where": site("set_float32_matmul_precision")}
     assert cfg["zero_grad"] == {"value": {"set_to_none": True}, "where": site("zero_grad(set_to_none")}
@@ -910,3 +911,27 @@ def test_a_recompile_in_the_window_is_left_out(tmp_path, capfd):
     assert res["status"] == "complete", res["incomplete_reasons"]
     assert res["left_out_steps"] == {"compile": 1}
     assert len(res["step_times_ms"]) == 10
+
+
+def test_the_scripts_reproducibility_choice_is_observed_with_its_place(tmp_path, capfd):
+    """torch.use_deterministic_algorithms(True) and cudnn.benchmark = False written in the script:
+    the config says so, with where (Fix.overrides keeps cudnn-benchmark apart for them)."""
+    script = write(tmp_path / "det.py", """
+import torch
+torch.use_deterministic_algorithms(True)
+torch.backends.cudnn.benchmark = False
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(400):
+    loss = model(torch.randn(8, 4)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""")
+    res, _, _, _ = run_advised(capfd, script, ["det.py"], str(tmp_path), str(tmp_path / "run"))
+    cfg = res["config"]
+    assert cfg["deterministic_algorithms"] == {"value": True, "where": f"det.py:{line_of(script, 'use_deterministic')}"}
+    assert cfg["cudnn.benchmark"] == {"value": False, "where": f"det.py:{line_of(script, 'benchmark = False')}"}
+    from advisor import fixes
+
+    assert fixes.get("cudnn-benchmark").overrides(cfg).startswith("torch.use_deterministic_algorithms(True) at det.py:")

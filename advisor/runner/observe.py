@@ -18,7 +18,7 @@ from advisor.runtime.sites import SiteFinder
 TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 
 _BACKEND_KEYS = ("cudnn.benchmark", "cudnn.deterministic", "tf32.matmul", "tf32.cudnn",
-                 "float32_matmul_precision")
+                 "float32_matmul_precision", "deterministic_algorithms")
 _CUDNN_ATTRS = {"benchmark": "cudnn.benchmark", "deterministic": "cudnn.deterministic",
                 "allow_tf32": "tf32.cudnn", "fp32_precision": "tf32.cudnn"}
 _CUBLAS_ATTRS = {"allow_tf32": "tf32.matmul", "fp32_precision": "tf32.matmul"}
@@ -288,6 +288,16 @@ class Observer:
         except Exception:
             pass
 
+        orig_det = torch.use_deterministic_algorithms
+
+        @functools.wraps(orig_det)
+        def use_deterministic_algorithms(*a, **k):
+            # the user's reproducibility choice, with its place (Fix.overrides reads it)
+            note_site("deterministic_algorithms")
+            return orig_det(*a, **k)
+
+        self.patches.set(torch, "use_deterministic_algorithms", use_deterministic_algorithms)
+
         orig_prec = torch.set_float32_matmul_precision
 
         @functools.wraps(orig_prec)
@@ -319,6 +329,7 @@ class Observer:
                 ("cudnn.benchmark", lambda: bool(cudnn.benchmark)),
                 ("cudnn.deterministic", lambda: bool(cudnn.deterministic)),
                 ("float32_matmul_precision", torch.get_float32_matmul_precision),
+                ("deterministic_algorithms", torch.are_deterministic_algorithms_enabled),
             ):
                 try:
                     vals[key] = get()
