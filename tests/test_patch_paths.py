@@ -495,3 +495,21 @@ def test_a_yaml_named_on_the_command_line_is_edited_in_the_section_it_runs(tmp_p
     assert "+  num_data_workers: 8" in lines and "-  num_data_workers: 4" not in lines      # base untouched
     assert any("section adv" in e for e in notes[0]["edits"]), notes
     assert notes[0]["sources"]["num_workers"] == ["t.py:4", "my.yaml:adv.num_data_workers"]
+
+
+def test_the_yaml_file_the_run_opened_is_edited_not_another_that_holds_the_key(tmp_path):
+    """The run read conf/b.yaml (config_files): the edit goes there, though conf/a.yaml holds the
+    key too and the command line names neither."""
+    src = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    def make(params):
+        return DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=params.workers)
+    """
+    root = _project(tmp_path, {"t.py": src, "conf/a.yaml": "workers: 2\n", "conf/b.yaml": "workers: 2\n"})
+    config = {"dataloader": {"value": {"num_workers": 2}, "where": "t.py:4"},
+              "config_files": {"value": [str((root / "conf" / "b.yaml").resolve())], "where": "t.py:9"}}
+    diff, notes = make_patch(str(root / "t.py"), [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}],
+                             config, cwd=str(root))
+    assert "+++ b/conf/b.yaml" in diff and "conf/a.yaml" not in diff, diff
+    assert notes[0]["sources"]["num_workers"] == ["t.py:4", "conf/b.yaml:1"], notes

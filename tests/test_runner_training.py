@@ -935,3 +935,27 @@ for _ in range(400):
     from advisor import fixes
 
     assert fixes.get("cudnn-benchmark").overrides(cfg).startswith("torch.use_deterministic_algorithms(True) at det.py:")
+
+
+def test_the_yaml_files_the_script_reads_are_observed(tmp_path, capfd):
+    """config_files: the YAML files this run opened (the patch edits those, not a default file)."""
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "run.yaml").write_text("workers: 2\n")
+    (tmp_path / "cfg" / "unused.yaml").write_text("workers: 4\n")
+    script = write(tmp_path / "y.py", """
+import pathlib
+import torch
+text = open("cfg/run.yaml").read()
+pathlib.Path("cfg/run.yaml").read_text()
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(400):
+    loss = model(torch.randn(8, 4)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""")
+    res, _, _, _ = run_advised(capfd, script, ["y.py"], str(tmp_path), str(tmp_path / "run"))
+    seen = res["config"]["config_files"]
+    assert seen["value"] == [os.path.realpath(tmp_path / "cfg" / "run.yaml")]
+    assert seen["where"] == f"y.py:{line_of(script, 'open(')}"

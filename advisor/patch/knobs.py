@@ -143,6 +143,12 @@ def _yaml_value(new: str, old: str | None) -> str:
     return tag + value
 
 
+def _opened_yaml(ctx: PatchContext) -> list[str]:
+    """The YAML files the run opened (config ``config_files``, runner/observe.py), that exist."""
+    seen = (ctx.config.get("config_files") or {}).get("value") or []
+    return [p for p in seen if isinstance(p, str) and os.path.isfile(p)]
+
+
 def _argv_yaml(ctx: PatchContext) -> list[str]:
     """The YAML files the command line names (``--yaml_config my.yaml``, ``--cfg=a.yml``): the run
     reads those, not the parser's default file."""
@@ -188,13 +194,14 @@ def _inherited(ctx: PatchContext, path: str, lines: list[str], key: str, new: st
 
 
 def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
-    """A ``key: value`` line in the YAML files the command line names (else the project's);
+    """A ``key: value`` line in the YAML files the run opened or the command line names (else the
+    project's);
     where several sections set it, the one the command line names (``--config short``), else
     the one named default. A section the command line names that inherits the key gets an
     override line of its own."""
     pat = re.compile(rf"^(\s*){re.escape(key)}\s*:\s*([^#\n]*?)\s*(#.*)?$")
     hits = []
-    named = _argv_yaml(ctx)
+    named = _opened_yaml(ctx) or _argv_yaml(ctx)   # what the run read, else what its command names
     for path in named or _yaml_files(ctx.root):
         try:
             lines = open(path, encoding="utf-8").read().splitlines()

@@ -54,6 +54,7 @@ class Observer:
         self.config: dict = {}
         self.patches = Patcher()
         self._backend_sites: dict = {}
+        self._config_files: dict[str, str | None] = {}   # YAML files the script read → where
         self._backend_values: dict | None = None
         self._loaders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._first_loader = None
@@ -106,11 +107,34 @@ class Observer:
             self._wrap_init(cls, "data-parallel observation", self._record_dp)
         self._patch_backends()
         self._patch_autocast()
+        self._patch_open()
         self.placements.install(self.patches)
         self._start_gpu_query()
 
     def uninstall(self) -> None:
         self.patches.undo()
+
+    def _patch_open(self) -> None:
+        """The YAML files the script reads (config ``config_files``): a fix's value kept in a
+        config file is changed in the file this run opened, not in a default it never read."""
+        import builtins
+        import io
+
+        obs, orig = self, builtins.open
+
+        @functools.wraps(orig)
+        def open_(file, mode="r", *a, **k):
+            handle = orig(file, mode, *a, **k)
+            try:
+                if isinstance(file, (str, os.PathLike)) and "r" in str(mode) and \
+                        os.fspath(file).endswith((".yaml", ".yml")):
+                    obs._config_files.setdefault(os.path.realpath(os.fspath(file)), obs.site())
+            except Exception:  # noqa: BLE001 - an observation never breaks the script
+                pass
+            return handle
+
+        self.patches.set(builtins, "open", open_)
+        self.patches.set(io, "open", open_)
 
     # ------------------------------------------------------------------ records
     def _set(self, key: str, value, where=None) -> None:
@@ -392,6 +416,9 @@ class Observer:
                                             "where": (doc.get("optimizer") or {}).get("where")}
         if (used := dali_use.observed()) is not None:
             doc["dali"] = {"value": used, "where": None}
+        if self._config_files:
+            first = next(iter(self._config_files.values()))
+            doc["config_files"] = {"value": list(self._config_files), "where": first}
         vals = self._backend_values if self._backend_values is not None else self._read_backends()
         for key in _BACKEND_KEYS:
             if key in vals:
