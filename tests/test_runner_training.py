@@ -913,6 +913,16 @@ def test_a_recompile_in_the_window_is_left_out(tmp_path, capfd):
     assert len(res["step_times_ms"]) == 10
 
 
+LOOP = """model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(400):
+    loss = model(torch.randn(8, 4)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
 def test_the_scripts_reproducibility_choice_is_observed_with_its_place(tmp_path, capfd):
     """torch.use_deterministic_algorithms(True) and cudnn.benchmark = False written in the script:
     the config says so, with where (Fix.overrides keeps cudnn-benchmark apart for them)."""
@@ -920,14 +930,7 @@ def test_the_scripts_reproducibility_choice_is_observed_with_its_place(tmp_path,
 import torch
 torch.use_deterministic_algorithms(True)
 torch.backends.cudnn.benchmark = False
-model = torch.nn.Linear(4, 2)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for _ in range(400):
-    loss = model(torch.randn(8, 4)).sum()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-""")
+""" + LOOP)
     res, _, _, _ = run_advised(capfd, script, ["det.py"], str(tmp_path), str(tmp_path / "run"))
     cfg = res["config"]
     assert cfg["deterministic_algorithms"] == {"value": True, "where": f"det.py:{line_of(script, 'use_deterministic')}"}
@@ -947,14 +950,7 @@ import pathlib
 import torch
 text = open("cfg/run.yaml").read()
 pathlib.Path("cfg/run.yaml").read_text()
-model = torch.nn.Linear(4, 2)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for _ in range(400):
-    loss = model(torch.randn(8, 4)).sum()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-""")
+""" + LOOP)
     res, _, _, _ = run_advised(capfd, script, ["y.py"], str(tmp_path), str(tmp_path / "run"))
     seen = res["config"]["config_files"]
     assert seen["value"] == [os.path.realpath(tmp_path / "cfg" / "run.yaml")]
