@@ -513,3 +513,23 @@ def test_the_yaml_file_the_run_opened_is_edited_not_another_that_holds_the_key(t
                              config, cwd=str(root))
     assert "+++ b/conf/b.yaml" in diff and "conf/a.yaml" not in diff, diff
     assert notes[0]["sources"]["num_workers"] == ["t.py:4", "conf/b.yaml:1"], notes
+
+
+def test_channels_last_converts_no_input_the_run_saw_as_not_4d(tmp_path):
+    """A GAN's generator called with a 2-D text embedding first: the model is converted, the
+    embedding is not (the trial converts 4-D inputs only; .contiguous(channels_last) on a 2-D
+    tensor raises), and the note says to convert a 4-D input by hand."""
+    src = """
+    import torch
+    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.Unflatten(1, (4, 4, 4)), torch.nn.Conv2d(4, 4, 3))
+    for _ in range(2):
+        emb = torch.randn(8, 16)
+        out = model(emb)
+    """
+    root = _project(tmp_path, {"g.py": src})
+    config = {"parameters": {"value": {"conv_memory_format": "contiguous"}, "where": "g.py:2"},
+              "input": {"value": {"shape": [8, 16], "dtype": "float32"}, "where": "g.py:5"}}
+    diff, notes = make_patch(str(root / "g.py"), [{"intervention": "channels-last", "params": {}}], config,
+                             cwd=str(root))
+    assert notes[0]["applied"] and "+model = model.to(memory_format=torch.channels_last)" in diff.splitlines(), diff
+    assert "emb.contiguous" not in diff and "2-D" in notes[0]["warning"], notes

@@ -192,7 +192,12 @@ def channels_last(ctx: PatchContext, fix: dict, p: dict) -> dict:
             fi.calls_at(line, lambda c: isinstance(c.func, cst.Name) and bool(positional_args(c)))
         pos = positional_args(calls[0]) if calls else []
         arg = pos[0][1].value if pos and pos[0][1] is not None else None
-        if isinstance(arg, cst.Name):
+        # as the trial does, only a 4-D input is converted (a GAN's generator takes a 2-D embedding)
+        shape = ((ctx.config.get("input") or {}).get("value") or {}).get("shape")
+        if isinstance(shape, list) and len(shape) != 4:
+            add_warning(extra, f"the model's input at {location(fi, line)} was {len(shape)}-D: channels_last is "
+                               "for 4-D image batches, convert a 4-D input yourself")
+        elif isinstance(arg, cst.Name):
             code = f"{arg.value} = {arg.value}.contiguous(memory_format=torch.channels_last)"
             ctx.insert(fi, istmt, code, after=False, prio=PRIO_INPUT)
             edits.append(f"{code} before {location(fi, fi.line_of(istmt))}")
