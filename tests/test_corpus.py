@@ -91,8 +91,10 @@ def test_corpus_table_reads_run_directories(tmp_path):
         d = tmp_path / name
         d.mkdir()
         doc = {"measurement": {"samples_per_s": rate}, "trial_summary": {"analyze_wall_s": 90},
-               "trials": [{"name": "01-amp", "status": "accepted"}],
-               "patch": {"verification": {"samples_per_s": rate * 2, "stack_samples_per_s": rate * 2.1,
+               "trials": [{"name": "01-amp", "status": "accepted", "one_off_s": 1.25, "break_even_steps": 40}],
+               "patch": {"command": ["python", "train.py", "--workers", "8"],
+                         "end_to_end": {"steps": 100, "source": "--run-steps", "baseline_s": 12.0, "patched_s": 8.0},
+                         "verification": {"samples_per_s": rate * 2, "stack_samples_per_s": rate * 2.1,
                                           "of_stack": 2 / 2.1, "status": "verified", "checks": []}}}
         (d / "run.json").write_text(json.dumps(doc))
         if fast:
@@ -101,5 +103,6 @@ def test_corpus_table_reads_run_directories(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "corpus_table.py"), str(tmp_path)],
                           capture_output=True, text=True, check=True)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("| a ") or ln.startswith("| b ")]
-    assert lines[0].startswith("| a | 100 | 210 | 200 | 95% | 150 | 90 s | 01-amp |")
-    assert lines[1].startswith("| b | 10 | 21 | 20 | 95% | – |")
+    assert lines[0] == ("| a | 100 | 210 | 200 | 95% | verified | 150 | 90 s | 01-amp (+1.2 s, even 40 steps) "
+                        "| 12.0 → 8.0 s (100 steps) | `python train.py --workers 8` |")
+    assert lines[1].startswith("| b | 10 | 21 | 20 | 95% | verified | – |")

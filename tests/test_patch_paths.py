@@ -533,3 +533,68 @@ def test_channels_last_converts_no_input_the_run_saw_as_not_4d(tmp_path):
                              cwd=str(root))
     assert notes[0]["applied"] and "+model = model.to(memory_format=torch.channels_last)" in diff.splitlines(), diff
     assert "emb.contiguous" not in diff and "2-D" in notes[0]["warning"], notes
+
+
+def test_an_unset_option_defers_to_the_yaml_section_the_run_reads(tmp_path):
+    """sc23-dl-tutorial's layout: --num_data_workers (default None) overrides the YAML only when
+    passed; the run gave --yaml_config and --config=short (a --flag=value token): the section
+    short gets the value, the option's default stays None."""
+    src = """
+    import argparse
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    p = argparse.ArgumentParser()
+    p.add_argument("--num_data_workers", default=None, type=int)
+    def make(params):
+        return DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=params.num_data_workers)
+    """
+    yaml = """
+    base: &base
+      num_data_workers: 0
+    short: &short_ls
+      <<: *base
+      lr: 0.1
+    """
+    root = _project(tmp_path, {"t.py": src, "config/ViT.yaml": yaml})
+    config = {"dataloader": {"value": {"num_workers": 0}, "where": "t.py:7"}}
+    diff, notes = make_patch(str(root / "t.py"), [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}],
+                             config, cwd=str(root), argv=["--yaml_config", "./config/ViT.yaml", "--config=short"])
+    lines = diff.splitlines()
+    assert "+  num_data_workers: 8" in lines and "-  num_data_workers: 0" not in lines, diff
+    assert "default=8" not in diff     # the option stays unset: passed, it still overrides the file
+    assert notes[0]["sources"]["num_workers"][-1] == "config/ViT.yaml:short.num_data_workers", notes
+
+
+def test_several_overrides_in_one_inheriting_section_accumulate(tmp_path):
+    """AMP's switch and its dtype, and channels_last's switch, each added to the section the run
+    reads: all three lines land after its merge key."""
+    src = """
+    import torch
+    def run(params):
+        if params.enable_amp:
+            with torch.autocast("cpu", dtype=getattr(torch, params.amp_dtype)):
+                pass
+        return params.channels_last
+    """
+    yaml = """
+    default: &DEFAULT
+      enable_amp: !!bool False
+      amp_dtype: "float16"
+      channels_last: !!bool False
+    short:
+      <<: *DEFAULT
+      lr: 0.1
+    """
+    root = _project(tmp_path, {"t.py": src, "config.yaml": yaml})
+    from advisor.patch import core, knobs
+    from advisor import fixes as registry
+
+    ctx = core.PatchContext(script=str(root / "t.py"), root=str(root), cwd=str(root), config={},
+                            argv=["--config", "short"], registry=registry)
+    f = ctx.file(str(root / "t.py"))
+    for key, new in (("enable_amp", "True"), ("amp_dtype", '"bfloat16"'), ("channels_last", "True")):
+        assert knobs._yaml(ctx, key, new, None, key) is not None
+    diff = ctx.render([])
+    added = [line for line in diff.splitlines() if line.startswith("+  ")]
+    assert added == ["+  enable_amp: True", '+  amp_dtype: "bfloat16"', "+  channels_last: True"], diff
+    assert f.rel == "t.py"

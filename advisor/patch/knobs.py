@@ -91,7 +91,17 @@ def _in_argv(argv: list[str], opts: list[str]) -> tuple[str, str] | None:
     return None
 
 
-def _argparse(ctx: PatchContext, files: list[SourceFile], key: str, new: str, what: str):
+def _unset_default(call: cst.Call) -> bool:
+    """An option whose default is None (or none given): "not set", the value then comes from
+    elsewhere (a config file the option overrides only when passed)."""
+    got = find_arg(call, "default")
+    return got is None or (isinstance(got[1].value, cst.Name) and got[1].value.value == "None")
+
+
+def _argparse(ctx: PatchContext, files: list[SourceFile], key: str, new: str, what: str,
+              unset_too: bool = True):
+    """The option ``key`` comes from: the command line's value changed, else its default;
+    ``unset_too`` False leaves an option that was not passed and whose default is None alone."""
     for g in files:
         for call, _s, _e in g.calls:
             if last_name(call.func) != "add_argument":
@@ -100,6 +110,8 @@ def _argparse(ctx: PatchContext, files: list[SourceFile], key: str, new: str, wh
             if dest != key:
                 continue
             passed = _in_argv(ctx.argv, opts)
+            if passed is None and not unset_too and _unset_default(call):
+                continue
             if passed is not None:
                 flag, old = passed
                 value = new if not (new.startswith(("'", '"'))) else new[1:-1]
@@ -143,6 +155,11 @@ def _yaml_value(new: str, old: str | None) -> str:
     return tag + value
 
 
+def _argv_words(ctx: PatchContext) -> set[str]:
+    """The command line's tokens and the values of its ``--flag=value`` ones."""
+    return {*ctx.argv, *(t.split("=", 1)[1] for t in ctx.argv if t.startswith("-") and "=" in t)}
+
+
 def _opened_yaml(ctx: PatchContext) -> list[str]:
     """The YAML files the run opened (config ``config_files``, runner/observe.py), that exist."""
     seen = (ctx.config.get("config_files") or {}).get("value") or []
@@ -182,12 +199,15 @@ def _sections(lines: list[str]) -> dict[str, tuple[int, int | None]]:
 def _inherited(ctx: PatchContext, path: str, lines: list[str], key: str, new: str, what: str):
     """The section the command line names inherits ``key`` through a merge key (``<<: *B``): an
     override line in that section, never an edit of the anchor other sections share."""
-    named = [(s, at) for s, at in _sections(lines).items() if s in ctx.argv and at[1] is not None]
+    words = _argv_words(ctx)
+    named = [(s, at) for s, at in _sections(lines).items() if s in words and at[1] is not None]
     if len(named) != 1:
         return None
     section, (_, merge) = named[0]
     indent = re.match(r"^(\s*)", lines[merge - 1]).group(1)
-    ctx.text_edit(path, merge, f"{lines[merge - 1]}\n{indent}{key}: {new}")
+    # several fixes may each add a line after the same merge key: they accumulate
+    before = ctx.text_edits.get(os.path.realpath(path), {}).get(merge, lines[merge - 1])
+    ctx.text_edit(path, merge, f"{before}\n{indent}{key}: {new}")
     rel = os.path.relpath(path, ctx.root)
     return [f"{what}: {key}: {new} added to section {section} of {rel} (it inherited the value through "
             f"{lines[merge - 1].strip()})"], {"source": [f"{rel}:{section}.{key}"]}
@@ -215,8 +235,9 @@ def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
             m = pat.match(line)
             if m and m.group(2):
                 hits.append((path, n, line, m, section))
-    if named and not any(h[4] in ctx.argv for h in hits):
-        for path in named:
+    words = _argv_words(ctx)
+    if hits and not any(h[4] in words for h in hits):
+        for path in named or sorted({h[0] for h in hits}):
             lines = open(path, encoding="utf-8").read().splitlines()
             if any(pat.match(line) for line in lines):
                 found = _inherited(ctx, path, lines, key, _yaml_value(new, None), what)
@@ -224,7 +245,7 @@ def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
                     return found
     # the section the command line names first: the value the run observed may be a fix's
     # (--apply sets it at run time), and another section may hold that value already
-    for pick in (lambda h: bool(h[4]) and h[4] in ctx.argv,
+    for pick in (lambda h: bool(h[4]) and h[4] in words,
                  lambda h: observed is not None and _yaml_scalar(h[3].group(2)).lower() == str(observed).lower(),
                  lambda h: h[4] == "default"):
         if len(hits) <= 1:
@@ -388,7 +409,8 @@ def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, obser
     if key is None or _depth > MAX_DEPTH:
         raise SkipFix(f"{what} comes from `{code_of(expr)}` at {location(f, f.line_of(expr))}: give it {new}")
     files = _files(ctx, f)
-    found = _argparse(ctx, files, key, new, what)
+    # an option left unset (default None) defers to the config file it overrides when passed
+    found = _argparse(ctx, files, key, new, what, unset_too=False)
     if found is not None:
         return found[0], _hop(found[1], location(f, f.line_of(expr)))
     for g, value in _sources(ctx, files, key):
@@ -399,7 +421,7 @@ def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, obser
             return done, _hop(more, location(f, f.line_of(expr)))
         except SkipFix:
             continue
-    found = _yaml(ctx, key, new, observed, what)
+    found = _yaml(ctx, key, new, observed, what) or _argparse(ctx, files, key, new, what)
     if found is not None:
         return found[0], _hop(found[1], location(f, f.line_of(expr)))
     raise SkipFix(f"{what} comes from `{code_of(expr)}` at {location(f, f.line_of(expr))}: give it {new}")
