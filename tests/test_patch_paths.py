@@ -586,8 +586,8 @@ def test_several_overrides_in_one_inheriting_section_accumulate(tmp_path):
       lr: 0.1
     """
     root = _project(tmp_path, {"t.py": src, "config.yaml": yaml})
-    from advisor.patch import core, knobs
     from advisor import fixes as registry
+    from advisor.patch import core, knobs
 
     ctx = core.PatchContext(script=str(root / "t.py"), root=str(root), cwd=str(root), config={},
                             argv=["--config", "short"], registry=registry)
