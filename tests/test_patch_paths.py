@@ -167,7 +167,7 @@ def test_model_defined_after_the_loop_function_and_loader_kwargs_dict(tmp_path):
     # the workers, and the two arguments that need workers, in the dict the loader unpacks:
     # never twice through **kwargs, and nothing that raises where that dict is not used
     assert ('+    cuda_kwargs = {"num_workers": 4, "pin_memory": True, "shuffle": True, '
-            '"persistent_workers": True, "prefetch_factor": 4}') in diff.splitlines()
+            '"prefetch_factor": 4}') in diff.splitlines()
     assert "train_loader = DataLoader(ds, **train_kwargs)" in diff and "+    train_loader" not in diff
     ast.parse(verify_text(root, diff, "main.py"))
 
@@ -229,7 +229,8 @@ def test_a_flag_the_command_line_passes_is_changed_there(tmp_path):
     assert verify.argv_with_changes(["-j", "0", "--epochs", "1"], notes) == ["-j", "8", "--epochs", "1"]
     diff2, notes2 = make_patch(str(root / "t.py"), fix, config, cwd=str(root), argv=[])
     assert '+p.add_argument("-j", "--workers", type=int, default=8)' in diff2.splitlines()
-    assert "num_workers=args.workers" in diff2 and "persistent_workers=args.workers > 0" in diff2
+    assert "num_workers=args.workers" in diff2 and "prefetch_factor=4 if args.workers > 0 else None" in diff2
+    assert "persistent_workers" not in diff2    # pinned: workers beside a pinning thread hang the exit
 
 
 def test_a_value_with_no_source_found_is_kept_and_named(tmp_path):

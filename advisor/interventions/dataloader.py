@@ -22,7 +22,8 @@ def describe(params) -> str:
     if params.get("pin_memory"):
         parts.append("pin_memory=True + non_blocking copies")
     if params.get("num_workers"):
-        parts.append("persistent_workers=True")
+        if not params.get("pin_memory"):
+            parts.append("persistent_workers=True")
         parts.append(f"prefetch_factor={params.get('prefetch_factor', 4)}")
     return "DataLoader " + ", ".join(parts)
 
@@ -44,10 +45,14 @@ def apply(params) -> None:
 
     def make(orig):
         def __init__(self, *args, **kwargs):
+            pins = bool(pin and torch.cuda.is_available() or kwargs.get("pin_memory"))
             if workers is not None:
                 kwargs["num_workers"] = int(workers)
                 if workers > 0:
-                    kwargs["persistent_workers"] = True
+                    # persistent workers beside a pinning thread hang the script's exit (num_workers
+                    # times 5 s: docs/patch.md): only a loader that does not pin keeps its workers
+                    if not pins:
+                        kwargs["persistent_workers"] = True
                     kwargs["prefetch_factor"] = int(params.get("prefetch_factor", 4))
                 else:
                     kwargs.pop("persistent_workers", None)

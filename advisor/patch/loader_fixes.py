@@ -125,6 +125,10 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
         else:   # a knob the user may still set to 0, where these two raise
             pair = [("persistent_workers", f"{workers_code} > 0"),
                     ("prefetch_factor", f"{prefetch} if {workers_code} > 0 else None")]
+        if pin or seen.get("pin_memory"):
+            # as the trial does: persistent workers beside a pinning thread hang the script's
+            # exit, num_workers times 5 s (docs/patch.md)
+            pair = pair[1:]
         edits += [f"{k}={v}" for k, v in pair]
         if isinstance(in_dict, cst.Dict):
             # beside num_workers in the dict the DataLoader unpacks: where that dict is not
