@@ -209,15 +209,17 @@ class Analyze:
         kept before it, not verified)."""
         records = payback.kept_records(doc["trials"], result["stack"])
         left = payback.unpaid(records, length)
-        kept = [r for r in records if r["fix"] not in left]
+        # the stack's record: the last kept trial (a bundle's too), else the last one the patch keeps
+        last = measure.kept_trial(doc["trials"]) if not left else \
+            next((r for r in reversed(records) if r["fix"] not in left), None)
         stack = [s for s in result["stack"] if s["name"] not in left]
         if stack or self.stages.applied:
             self._patch_and_verify(opts, doc, child, [*self.stages.applied, *stack],
-                                   kept[-1].get("samples_per_s") if kept else measure.samples_per_s(child))
+                                   (last or {}).get("samples_per_s") or measure.samples_per_s(child))
         patch = doc.setdefault("patch", {"file": None, "notes": []})
         if left:
             patch["left_out"] = left
-        e2e = payback.end_to_end(child, kept[-1] if kept else None, length)
+        e2e = payback.end_to_end(child, last, length)
         if e2e:
             patch["end_to_end"] = e2e
 
