@@ -599,3 +599,28 @@ def test_several_overrides_in_one_inheriting_section_accumulate(tmp_path):
     added = [line for line in diff.splitlines() if line.startswith("+  ")]
     assert added == ["+  enable_amp: True", '+  amp_dtype: "bfloat16"', "+  channels_last: True"], diff
     assert f.rel == "t.py"
+
+
+def test_a_call_of_another_function_of_the_same_name_does_not_stand_for_the_caller(tmp_path):
+    """def train(loader_workers=0) is called as train(loader_workers=args.workers), and
+    model.train() (another train, passing nothing) runs before it: the flag is followed, not the
+    parameter's default edited."""
+    src = """
+    import argparse
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+    p = argparse.ArgumentParser()
+    p.add_argument("--workers", type=int, default=1)
+    args = p.parse_args()
+    model = torch.nn.Linear(2, 2)
+    def train(loader_workers=0):
+        return DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=loader_workers)
+    model.train()
+    train(loader_workers=args.workers)
+    """
+    root = _project(tmp_path, {"t.py": src})
+    config = {"dataloader": {"value": {"num_workers": 1}, "where": "t.py:9"}}
+    diff, notes = make_patch(str(root / "t.py"), [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}],
+                             config, cwd=str(root), argv=["--workers", "1"])
+    assert notes[0]["argv_changes"] == [{"flag": "--workers", "from": "1", "to": "8"}], notes
+    assert "loader_workers=0" in (root / "t.py").read_text() and "-def train" not in diff

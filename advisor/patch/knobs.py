@@ -333,18 +333,19 @@ def _through_parameter(ctx: PatchContext, f: SourceFile, expr: cst.Name, new: st
     if found is None or _assigned_in(fn, expr.value):
         return None
     index, param = found
+    passed = []
     for g, call, method in _callers(ctx, _files(ctx, f), f, fn):
         # obj.run(8) and Train(8) bind self: the call's positions start at the def's second
         bound = method and (isinstance(call.func, cst.Attribute) or fn.name.value == "__init__")
         pos = None if index is None else index - (1 if bound else 0)
         arg = find_arg(call, param.name.value, pos if pos is not None and pos >= 0 else None)
-        if arg is not None and (arg[1].star or arg[1].value is expr):
-            continue
-        value = arg[1].value if arg is not None else param.default
-        if value is None:
-            continue
+        if arg is not None and not arg[1].star and arg[1].value is not expr:
+            passed.append((g, arg[1].value))
+    # a caller that passes the value first; the parameter's default only when none does (a
+    # call of another function of the same name, model.train(), passes nothing)
+    for g, value in passed or ([(f, param.default)] if param.default is not None else []):
         try:
-            done, more = set_value(ctx, g if arg is not None else f, value, new, what, observed, depth + 1)
+            done, more = set_value(ctx, g, value, new, what, observed, depth + 1)
             return done, _hop(more, location(f, f.line_of(expr)))
         except SkipFix:
             continue
