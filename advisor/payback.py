@@ -28,13 +28,10 @@ def run_length(child: dict, run_steps: int | None = None) -> dict | None:
 def kept_records(trials: list[dict], stack: list[dict]) -> list[dict]:
     """The accepted trial records of the kept stack, in the order they were kept (the last
     accepted record of each kept fix)."""
-    names = [s.get("name") for s in stack]
-    out = []
-    for name in dict.fromkeys(names):
-        recs = [t for t in trials if t.get("status") == "accepted" and not t.get("apart") and t.get("fix") == name]
-        if recs:
-            out.append(recs[-1])
-    return sorted(out, key=lambda r: trials.index(r))
+    names = {s.get("name") for s in stack}
+    last = {t["fix"]: t for t in trials
+            if t.get("status") == "accepted" and not t.get("apart") and t.get("fix") in names}
+    return sorted(last.values(), key=trials.index)
 
 
 def unpaid(records: list[dict], length: dict | None) -> dict[str, str]:

@@ -70,8 +70,6 @@ class Analyze:
 
     def run(self) -> tuple[RunDocument, dict]:
         """(run.json's document, the baseline's child result)."""
-        from advisor.runner.parent import run_child
-
         prep = self._prep()
 
         def on_progress(stage, step, info=None):
@@ -80,9 +78,7 @@ class Analyze:
             if prep is not None:
                 prep.on_stage(stage)
 
-        child = run_child(self.spec, timeout=self.opts.timeout, step_timeout=self.opts.step_timeout,
-                          on_progress=on_progress, stdout_to_stderr=self.stages.json,
-                          stall_timeout=self.opts.stall_timeout)
+        child = self._run_child(self.spec, on_progress=on_progress)
         own_traces, split = None, (self.opts, None)
         if not self.ctrl_c.pressed():  # after Ctrl-C the baseline's run is what there is
             child, own_traces, split = self._short_or_self_profiled(child, prep)
@@ -134,20 +130,23 @@ class Analyze:
         own; one that profiles itself, a run where its profiler writes (advisor.schedule). Returns
         the (merged) baseline, what its own profiler wrote, and the trials' (options, profile split)."""
         from advisor import schedule
-        from advisor.runner.parent import run_child
-
-        def run(s: dict) -> dict:
-            return run_child(s, timeout=self.opts.timeout, step_timeout=self.opts.step_timeout,
-                             stdout_to_stderr=self.stages.json, stall_timeout=self.opts.stall_timeout)
 
         split = (self.opts, None)
         sched = schedule.plan(child, self.opts.profile_steps, self.opts.warmup)
         if sched is not None:
             if prep is not None:
                 prep.drop_held()  # started on the default schedule
-            child = schedule.complete(child, self.spec, sched, run, self.progress)
+            child = schedule.complete(child, self.spec, sched, self._run_child, self.progress)
             split = schedule.for_trials(self.opts, sched)
-        return child, schedule.own_profiler_run(child, self.spec, run, self.progress), split
+        return child, schedule.own_profiler_run(child, self.spec, self._run_child, self.progress), split
+
+    def _run_child(self, spec: dict, on_progress=None) -> dict:
+        """One process of the baseline's stage, under the run's limits."""
+        from advisor.runner.parent import run_child
+
+        return run_child(spec, timeout=self.opts.timeout, step_timeout=self.opts.step_timeout,
+                         on_progress=on_progress, stdout_to_stderr=self.stages.json,
+                         stall_timeout=self.opts.stall_timeout)
 
     def _document(self, child: dict, own_traces) -> RunDocument:
         """The baseline's analysis and findings (each rank's too), as run.json's document."""

@@ -49,8 +49,8 @@ def apply(params) -> None:
             if workers is not None:
                 kwargs["num_workers"] = int(workers)
                 if workers > 0:
-                    # persistent workers beside a pinning thread hang the script's exit (num_workers
-                    # times 5 s: docs/patch.md): only a loader that does not pin keeps its workers
+                    # persistent workers beside a pinning thread hang the script's exit
+                    # (benchmarks/RESULTS.md): only a loader that does not pin keeps its workers
                     if not pins:
                         kwargs["persistent_workers"] = True
                     kwargs["prefetch_factor"] = int(params.get("prefetch_factor", 4))

@@ -182,12 +182,15 @@ def _argv_yaml(ctx: PatchContext) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+_TOP = re.compile(r"^([A-Za-z_][\w-]*)\s*:")   # a top-level key: a section's header
+
+
 def _sections(lines: list[str]) -> dict[str, tuple[int, int | None]]:
     """{top-level section: (its header's line, the line of its ``<<:`` merge key or None)}."""
     out: dict[str, tuple[int, int | None]] = {}
     current = None
     for n, line in enumerate(lines, 1):
-        top = re.match(r"^([A-Za-z_][\w-]*)\s*:", line)
+        top = _TOP.match(line)
         if top:
             current = top.group(1)
             out[current] = (n, None)
@@ -196,10 +199,10 @@ def _sections(lines: list[str]) -> dict[str, tuple[int, int | None]]:
     return out
 
 
-def _inherited(ctx: PatchContext, path: str, lines: list[str], key: str, new: str, what: str):
-    """The section the command line names inherits ``key`` through a merge key (``<<: *B``): an
-    override line in that section, never an edit of the anchor other sections share."""
-    words = _argv_words(ctx)
+def _inherited(ctx: PatchContext, path: str, lines: list[str], words: set[str], key: str, new: str, what: str):
+    """The section the command line names (``words``) inherits ``key`` through a merge key
+    (``<<: *B``): an override line in that section, never an edit of the anchor other sections
+    share."""
     named = [(s, at) for s, at in _sections(lines).items() if s in words and at[1] is not None]
     if len(named) != 1:
         return None
@@ -215,34 +218,32 @@ def _inherited(ctx: PatchContext, path: str, lines: list[str], key: str, new: st
 
 def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
     """A ``key: value`` line in the YAML files the run opened or the command line names (else the
-    project's);
-    where several sections set it, the one the command line names (``--config short``), else
-    the one named default. A section the command line names that inherits the key gets an
-    override line of its own."""
+    project's); where several sections set it, the one the command line names (``--config
+    short``), else the one named default. A section the command line names that inherits the key
+    gets an override line of its own."""
     pat = re.compile(rf"^(\s*){re.escape(key)}\s*:\s*([^#\n]*?)\s*(#.*)?$")
     hits = []
-    named = _opened_yaml(ctx) or _argv_yaml(ctx)   # what the run read, else what its command names
-    for path in named or _yaml_files(ctx.root):
+    texts: dict[str, list[str]] = {}    # each file holding the key, as read
+    for path in _opened_yaml(ctx) or _argv_yaml(ctx) or _yaml_files(ctx.root):   # what the run read first
         try:
             lines = open(path, encoding="utf-8").read().splitlines()
         except (OSError, UnicodeDecodeError):
             continue
         section = None
         for n, line in enumerate(lines, 1):
-            top = re.match(r"^([A-Za-z_][\w-]*)\s*:", line)
+            top = _TOP.match(line)
             if top:
                 section = top.group(1)
             m = pat.match(line)
             if m and m.group(2):
                 hits.append((path, n, line, m, section))
+                texts[path] = lines
     words = _argv_words(ctx)
     if hits and not any(h[4] in words for h in hits):
-        for path in named or sorted({h[0] for h in hits}):
-            lines = open(path, encoding="utf-8").read().splitlines()
-            if any(pat.match(line) for line in lines):
-                found = _inherited(ctx, path, lines, key, _yaml_value(new, None), what)
-                if found is not None:
-                    return found
+        for path, lines in texts.items():
+            found = _inherited(ctx, path, lines, words, key, _yaml_value(new, None), what)
+            if found is not None:
+                return found
     # the section the command line names first: the value the run observed may be a fix's
     # (--apply sets it at run time), and another section may hold that value already
     for pick in (lambda h: bool(h[4]) and h[4] in words,

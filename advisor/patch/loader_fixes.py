@@ -127,7 +127,7 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
                     ("prefetch_factor", f"{prefetch} if {workers_code} > 0 else None")]
         if pin or seen.get("pin_memory"):
             # as the trial does: persistent workers beside a pinning thread hang the script's
-            # exit, num_workers times 5 s (docs/patch.md)
+            # exit (benchmarks/RESULTS.md)
             pair = pair[1:]
         edits += [f"{k}={v}" for k, v in pair]
         if isinstance(in_dict, cst.Dict):
