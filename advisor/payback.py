@@ -2,8 +2,9 @@
 a step, over the run the user will actually do.
 
 A trial's record carries ``one_off_s`` (its lead-in beyond the baseline's, measure.one_off_s) and
-``break_even_steps``. Where advisor knows the run's length (``run_length``: ``--run-steps``, or the
-script ended by itself under advisor), ``end_to_end`` projects the whole run's wall time before and
+``break_even_steps``. Where advisor knows the run's length (``run_length``: ``--run-steps``, the
+script ended by itself under advisor, or len(loader) × the epochs of the loop around the training
+loop), ``end_to_end`` projects the whole run's wall time before and
 after the kept stack, and ``unpaid`` names the kept fixes whose own one-off cost the rest of the
 run does not pay back: the patch leaves them out, with the reason (docs/patch.md).
 """
@@ -22,7 +23,19 @@ def run_length(child: dict, run_steps: int | None = None) -> dict | None:
     n = script_steps(child)
     if n:
         return {"steps": n, "source": "the script ended by itself under advisor"}
-    return None
+    return loader_epochs(child)
+
+
+def loader_epochs(child: dict) -> dict | None:
+    """len(loader) × the epochs of the loop around the training loop (runner.epochs), in
+    optimizer steps (a step that accumulates gradients takes several batches)."""
+    loop = ((child.get("config") or {}).get("epochs") or {})
+    epochs, per_epoch = (loop.get("value") or {}).get("epochs"), child.get("batches_per_epoch")
+    if not epochs or not per_epoch:
+        return None
+    steps = epochs * per_epoch // measure.micro_batches(child)
+    return {"steps": steps, "source": f"len(loader) {per_epoch} × {epochs} epochs "
+                                      f"({(loop.get('value') or {}).get('expr')} at {loop.get('where')})"} if steps else None
 
 
 def kept_records(trials: list[dict], stack: list[dict]) -> list[dict]:

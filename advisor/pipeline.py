@@ -166,6 +166,8 @@ class Analyze:
         doc["roofline"] = headroom.summary(doc, child)
         if own_traces is not None:
             doc["own_traces"] = own_traces
+        if length := payback.run_length(child, self.stages.run_steps):
+            doc["run_length"] = length
         if self.ctrl_c.pressed():
             during = self.ctrl_c.during or "trials"
             interrupted(doc, during, "interrupted (Ctrl-C) after the baseline: no trial ran"
@@ -187,11 +189,8 @@ class Analyze:
         doc["trials"] = result["trials"]
         doc["trial_summary"] = {k: result.get(k) for k in ("noise", "threshold", "stack", "interrupted", "processes",
                                                            "lookahead")}
-        length = payback.run_length(child, self.stages.run_steps)
-        if length:
-            doc["run_length"] = length
         if result["stack"]:
-            self._patch_kept(opts, doc, child, result, length)
+            self._patch_kept(opts, doc, child, result, doc.get("run_length"))
         pressed = self.ctrl_c.pressed()  # asked first: a second press stops here at once
         if result["interrupted"] or pressed:
             during = self.ctrl_c.during or "trials"

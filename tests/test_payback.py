@@ -106,3 +106,37 @@ def test_a_short_job_gets_no_preload_it_cannot_pay_back(tmp_path):
     assert not (tmp_path / "run" / "fixes.patch").exists()
     assert patch["end_to_end"]["patched_s"] <= patch["end_to_end"]["baseline_s"]
     assert "left out of fixes.patch: preload-dataset" in r.stderr
+
+
+def test_a_run_of_a_few_epochs_gets_its_length_from_the_loader_and_the_epoch_loop(tmp_path):
+    """No --run-steps: the length is len(loader) × the epochs of the loop around the training
+    loop (a Trainer's method, range(start_epoch, self.epochs)); preloading reads far more than
+    the two short epochs draw, so the patch leaves it out, and the report's break-even is in
+    epochs too."""
+    script = REPO / "tests" / "fixtures" / "scripts" / "short_epochs.py"
+    r = subprocess.run([sys.executable, "-m", "advisor", "analyze", "--out", str(tmp_path / "run"),
+                        "--fix", "preload-dataset", "--warmup", "3", "--steps", "8", "--min-time", "0",
+                        "--profile-steps", "1", str(script)],
+                       cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert doc["config"]["epochs"]["value"] == {"epochs": 2, "expr": "range(start_epoch, self.epochs)"}
+    assert doc["config"]["epochs"]["where"].endswith("short_epochs.py:30")
+    assert doc["run_length"]["steps"] == 50 and doc["run_length"]["source"].startswith("len(loader) 25 × 2 epochs")
+    assert doc["measurement"]["steps_per_epoch"] == 25
+    pre = next(t for t in doc["trials"] if t["fix"] == "preload-dataset")
+    assert pre["status"] == "accepted" and pre["break_even_steps"] > 50
+    assert "not paid back within the run's 50 steps" in doc["patch"]["left_out"]["preload-dataset"]
+    assert doc["patch"]["end_to_end"]["patched_s"] <= doc["patch"]["end_to_end"]["baseline_s"]
+    html = (tmp_path / "run" / "index.html").read_text()
+    assert f"{pre['break_even_steps']:,} steps ({pre['break_even_steps'] / 25:,.1f} epochs)" in html
+
+
+def test_the_break_even_reads_in_steps_and_epochs_never_or_nothing_to_pay():
+    from advisor.report.view import break_even_text
+
+    assert break_even_text({"break_even_steps": 1200, "one_off_s": 3.0}, 500) == "1,200 steps (2.4 epochs)"
+    assert break_even_text({"break_even_steps": 1200, "one_off_s": 3.0}, None) == "1,200 steps"
+    assert break_even_text({"break_even_steps": 0, "one_off_s": -0.2}, 500) == "0 steps"
+    assert break_even_text({"break_even_steps": None, "one_off_s": 3.0, "status": "accepted"}, 500) == "never"
+    assert break_even_text({"break_even_steps": None, "one_off_s": None}, 500) == "–"

@@ -55,7 +55,7 @@ def baseline_row(doc: dict) -> dict:
             "step_time_ms": num(meas.get("step_time_ms")), "samples_per_s": num(meas.get("samples_per_s")),
             "speedup": 1.0 if num(meas.get("samples_per_s")) or num(meas.get("step_time_ms")) else None,
             "gain": None, "breakdown": _dict(analysis.get("breakdown")), "warmup_cost_s": None,
-            "one_off_s": None, "break_even_steps": None,
+            "one_off_s": None, "break_even_steps": None, "break_even": "–",
             "profiled_step_time_ms": num(analysis.get("step_time_ms")),
             "kernel_time_by_class": _dict(analysis.get("kernel_time_by_class")),
             "traces": [str(x) for x in (doc.get("traces") or {}).get("baseline") or []], "origin": None,
@@ -66,7 +66,19 @@ def _dict(v) -> dict | None:
     return v if isinstance(v, dict) and v else None
 
 
-def trial_row(t: dict) -> dict:
+def break_even_text(t: dict, steps_per_epoch) -> str:
+    """A trial's break-even: 'N steps' (and epochs where the loader's length is known), 'never'
+    for a one-off cost that no step pays back, '–' where there is nothing to pay back."""
+    steps, cost = num(t.get("break_even_steps")), num(t.get("one_off_s"))
+    if steps is None:
+        return "never" if cost is not None and cost > 0 and t.get("status") != "baseline" else "–"
+    text = f"{steps:,.0f} steps"
+    if isinstance(steps_per_epoch, int) and steps_per_epoch > 0 and steps > 0:
+        text += f" ({steps / steps_per_epoch:,.1f} epochs)"
+    return text
+
+
+def trial_row(t: dict, steps_per_epoch=None) -> dict:
     inter = [str(x) for x in t.get("interventions") or [] if x is not None] if isinstance(t.get("interventions"), list) else []
     return {"name": str(t.get("name") or ""), "label": trial_label(t), "status": str(t.get("status") or "?"),
             "reason": str(t.get("reason") or ""), "stack": inter[:-1], "description": str(t.get("description") or ""),
@@ -77,6 +89,7 @@ def trial_row(t: dict) -> dict:
             "gain": num(t.get("gain_vs_previous")), "breakdown": _dict(t.get("breakdown")),
             "warmup_cost_s": num(t.get("warmup_cost_s")),
             "one_off_s": num(t.get("one_off_s")), "break_even_steps": num(t.get("break_even_steps")),
+            "break_even": break_even_text(t, steps_per_epoch),
             "profiled_step_time_ms": num(t.get("profiled_step_time_ms")),
             "kernel_time_by_class": _dict(t.get("kernel_time_by_class")),
             "traces": [str(x) for x in t.get("traces") or []] if isinstance(t.get("traces"), list) else [],
@@ -93,7 +106,8 @@ def overhead_view(ov: dict) -> dict:
 def ladder(doc: dict) -> list[dict]:
     """Baseline first, then every trial in the order it ran (cumulative: each trial measured the
     accepted stack so far plus its own fix; 'apart' trials sit on the final stack)."""
-    return [baseline_row(doc)] + [trial_row(t) for t in doc.get("trials") or [] if isinstance(t, dict)]
+    per_epoch = (doc.get("measurement") or {}).get("steps_per_epoch")
+    return [baseline_row(doc)] + [trial_row(t, per_epoch) for t in doc.get("trials") or [] if isinstance(t, dict)]
 
 
 def best_row(rows: list[dict]) -> dict | None:

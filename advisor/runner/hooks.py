@@ -21,6 +21,7 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
+from advisor.runner import epochs
 from advisor.runner._util import Patcher
 from advisor.runner.copies import CopyHooks
 from advisor.runner.observe import first_tensor
@@ -43,7 +44,7 @@ class Hooks(CopyHooks):
         self.depth = 0               # nn.Module call depth (forward ranges on the outermost)
         self._scaled = None          # (scaled output, unscaled detached) from GradScaler.scale
         self._batch_seen = False
-        self._step0 = None           # (iterator, batch) last drawn before the first training step
+        self._step0 = None           # (iterator, batch, epoch loop) last drawn before the first training step
         self._first_iter = None
         self._h2d_done = False
         self._main_ident = threading.main_thread().ident
@@ -150,11 +151,13 @@ class Hooks(CopyHooks):
                     c.ranges.pop(tok)
             if evaluating:
                 return batch
+            first_step = c.clock.steps_seen == 0
+            loop = hooks._epoch_loop() if first_step else None   # read from the loop's own frames
             if not hooks._batch_seen:
-                hooks._first_batch(it, batch)
+                hooks._first_batch(it, batch, loop)
             c.oneoffs.batch(first_tensor(batch))
-            if c.clock.steps_seen == 0:
-                hooks._step0 = (it, batch)
+            if first_step:
+                hooks._step0 = (it, batch, loop)
             return batch
 
         self.permanent.set(_BaseDataLoaderIter, "__next__", __next__)
@@ -168,11 +171,18 @@ class Hooks(CopyHooks):
         self.c.seen.forget_batch()
         self._first_batch(*step0)
 
-    def _first_batch(self, it, batch) -> None:
+    def _epoch_loop(self) -> dict | None:
+        try:
+            return epochs.epoch_loop(self.obs.sites)
+        except Exception as e:
+            self.c.internal_error("epoch count", e)
+            return None
+
+    def _first_batch(self, it, batch, loop: dict | None) -> None:
         self._batch_seen = True
         self._first_iter = it
         try:
-            self.obs.on_first_batch(it)
+            self.obs.on_first_batch(it, loop)
             t = first_tensor(batch)
             if t is not None and t.dim() >= 1:
                 self.c.seen.saw_batch(int(t.shape[0]), "dataloader")

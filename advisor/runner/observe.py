@@ -162,8 +162,12 @@ class Observer:
                 return mine
         return near
 
-    def on_first_batch(self, it) -> None:
-        """The first batch came out of iterator `it`: its loader is the training loader."""
+    def on_first_batch(self, it, loop: dict | None = None) -> None:
+        """The first batch came out of iterator `it`: its loader is the training loader, and
+        ``loop`` (runner.epochs) the epoch loop around the loop drawing from it."""
+        self.config.pop("epochs", None)
+        if loop is not None:
+            self._set("epochs", {"epochs": loop["epochs"], "expr": loop["expr"]}, loop["where"])
         ds = getattr(it, "_dataset", None)
         for loader, entry in list(self._loaders.items()):
             if loader.dataset is ds:
