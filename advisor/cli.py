@@ -107,8 +107,9 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
                         "(default: the script's own length when it ends under advisor, else unknown)")
     p.add_argument("--allow", default="", metavar="WHAT[,WHAT]",
                    help="let fixes override these choices of your script: 'nondeterministic' (cudnn.benchmark "
-                        "where the script asks for deterministic convolutions); without it such fixes are "
-                        "measured apart and left out of fixes.patch")
+                        "where the script asks for deterministic convolutions), 'precision' (tf32 where it turns "
+                        "TF32 off, amp on a float64 model); without it such fixes are measured apart and left "
+                        "out of fixes.patch")
     p.add_argument("--no-verify", action="store_true",
                    help="do not run the patched script as plain python to check fixes.patch")
     p.add_argument("--lookahead", type=nonneg_int, default=None, metavar="N",

@@ -940,6 +940,24 @@ torch.backends.cudnn.benchmark = False
     assert fixes.get("cudnn-benchmark").overrides(cfg).startswith("torch.use_deterministic_algorithms(True) at det.py:")
 
 
+def test_the_scripts_precision_choice_is_observed_with_its_place(tmp_path, capfd):
+    """allow_tf32 = False and a float64 model written in the script: the config says so, with
+    where, and the tf32 and amp fixes name them as what they would override."""
+    script = write(tmp_path / "prec.py", """
+import torch
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.set_default_dtype(torch.float64)
+""" + LOOP)
+    res, _, _, _ = run_advised(capfd, script, ["prec.py"], str(tmp_path), str(tmp_path / "run"))
+    cfg = res["config"]
+    assert cfg["tf32.matmul"] == {"value": False, "where": f"prec.py:{line_of(script, 'allow_tf32')}"}
+    assert cfg["parameters"]["value"]["dtype"] == "float64"
+    from advisor import fixes
+
+    assert fixes.get("tf32").overrides(cfg) == f"torch.backends.cuda.matmul.allow_tf32 = False at prec.py:{line_of(script, 'allow_tf32')}"
+    assert fixes.get("amp").overrides(cfg).startswith("a float64 model (its first forward at prec.py:")
+
+
 def test_the_yaml_files_the_script_reads_are_observed(tmp_path, capfd):
     """config_files: the YAML files this run opened (the patch edits those, not a default file)."""
     (tmp_path / "cfg").mkdir()

@@ -498,6 +498,27 @@ def test_the_users_reproducibility_choices_that_cudnn_benchmark_would_override()
     assert fixes.get("set-to-none").overrides({"cudnn.deterministic": {"value": True}}) is None
 
 
+def test_the_users_precision_choices_that_tf32_and_amp_would_override():
+    """Full float32 products or a float64 model written in the script are explicit precision
+    choices: tf32 and amp are then measured apart, and --allow precision lets them in."""
+    from advisor import fixes
+
+    tf32, amp = fixes.get("tf32"), fixes.get("amp")
+    assert tf32.allowed_by == amp.allowed_by == "precision"
+    assert tf32.overrides({"tf32.matmul": {"value": False, "where": None}}) is None   # torch's default
+    assert tf32.overrides({"tf32.matmul": {"value": False, "where": "t.py:5"}}) == \
+        "torch.backends.cuda.matmul.allow_tf32 = False at t.py:5"
+    assert tf32.overrides({"tf32.cudnn": {"value": False, "where": "t.py:6"}}) == \
+        "torch.backends.cudnn.allow_tf32 = False at t.py:6"
+    assert tf32.overrides({"float32_matmul_precision": {"value": "highest", "where": "t.py:7"}}) == \
+        'torch.set_float32_matmul_precision("highest") at t.py:7'
+    assert tf32.overrides({"float32_matmul_precision": {"value": "high", "where": "t.py:7"},
+                           "tf32.matmul": {"value": True, "where": "t.py:7"}}) is None
+    assert amp.overrides({"parameters": {"value": {"dtype": "float32"}, "where": "t.py:9"}}) is None
+    assert amp.overrides({"parameters": {"value": {"dtype": "float64"}, "where": "t.py:9"}}) == \
+        "a float64 model (its first forward at t.py:9)"
+
+
 def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path):
     """advisor.trials.lookahead: with each process the ladder names the trials likely to come next
     (the next rung if this fix is kept, and if it is not), by its own choice of rungs (pairs,

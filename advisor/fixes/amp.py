@@ -15,6 +15,15 @@ class Amp(Fix):
     # tuned recipe, so the two are one rung there
     partner = "channels-last"
     rides_with_compile = True   # it cuts GPU time only: it cannot show while the GPU waits for the host
+    allowed_by = "precision"
+
+    def overrides(self, config):
+        """A model the script keeps in float64 is an explicit precision choice: autocast would
+        run its products in 16 bits."""
+        entry = config.get("parameters") or {}
+        if (entry.get("value") or {}).get("dtype") == "float64":
+            return "a float64 model" + (f" (its first forward at {entry['where']})" if entry.get("where") else "")
+        return None
 
     def candidates(self, params, environment):
         return [{"params": {"dtype": params.get("dtype", "bfloat16")}}]

@@ -11,6 +11,19 @@ class Tf32(Fix):
     editor = "advisor.patch.flag_fixes:tf32"
     changes_numerics = True
     rides_with_compile = True
+    allowed_by = "precision"   # float32 products in TF32 keep 10 mantissa bits of 23
+
+    def overrides(self, config):
+        """A script that turned TF32 off, or asked for the highest float32 precision, in its own
+        code keeps full float32 products."""
+        for key, off, text in (("tf32.matmul", False, "torch.backends.cuda.matmul.allow_tf32 = False"),
+                               ("tf32.cudnn", False, "torch.backends.cudnn.allow_tf32 = False"),
+                               ("float32_matmul_precision", "highest",
+                                'torch.set_float32_matmul_precision("highest")')):
+            entry = config.get(key) or {}
+            if entry.get("value") == off and entry.get("where"):   # no place: torch's own default
+                return f"{text} at {entry['where']}"
+        return None
 
     def transformers_args(self, ctx, fix, params, calls):
         return [("tf32", "True")], {}
