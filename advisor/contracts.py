@@ -92,6 +92,7 @@ class PatchNote(TypedDict, total=False):
     why: str
     launch: str                    # the command that runs the patched script (ddp: torchrun ...)
     argv_changes: list[dict[str, Any]]   # a flag the user passes, changed on the command line
+    env_changes: list[dict[str, Any]]    # an environment variable the run had set: {"name", "from", "to"}
     sources: dict[str, list[str]]  # each value it changes: the chain from the call to where it is set
                                    # ("trainer.py:11", "main.py:9", "argv:--numworkers"; "my.yaml:adv.workers")
 
@@ -262,7 +263,8 @@ _FINDING = {"code": SCALAR, "name": SCALAR, "severity": SCALAR, "message": SCALA
             "estimated_gain_ms": NUM,
             "fix": {"intervention": SCALAR, "where": SCALAR, "code": SCALAR, "params": dict}}
 _NOTE = {"intervention": SCALAR, "where": SCALAR, "edits": [ANY], "reason": SCALAR, "required_by": SCALAR,
-         "why": SCALAR, "warning": SCALAR, "argv_changes": [{"flag": SCALAR, "to": SCALAR, "from": SCALAR}]}
+         "why": SCALAR, "warning": SCALAR, "argv_changes": [{"flag": SCALAR, "to": SCALAR, "from": SCALAR}],
+         "env_changes": [{"name": SCALAR, "to": SCALAR, "from": SCALAR}]}
 _CHECK = {"fix": SCALAR, "where": SCALAR, "reason": SCALAR, "expected": ANY, "observed": ANY}
 READ_SHAPES = {
     "schema": int, "advisor_version": SCALAR, "created": SCALAR, "run_dir": SCALAR, "status": SCALAR,

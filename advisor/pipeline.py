@@ -239,7 +239,7 @@ class Analyze:
         if diff:
             (self.run_dir / "fixes.patch").write_text(verify.patch_header(command) + diff)
         doc["patch"] = {"file": "fixes.patch" if diff else None, "command": command, "notes": notes}
-        if not self.stages.verify or not (diff or any(n.get("argv_changes") for n in notes)):
+        if not self.stages.verify or not (diff or any(n.get("argv_changes") or n.get("env_changes") for n in notes)):
             return
         if self.ctrl_c.pressed():
             doc["patch"]["verification"] = dict(NOT_VERIFIED)

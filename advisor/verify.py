@@ -77,16 +77,25 @@ def argv_with_changes(argv: list[str], notes: list[PatchNote]) -> list[str]:
     return out
 
 
+def environ_changes(notes: list[PatchNote]) -> dict[str, str]:
+    """{NAME: value}: the environment variables the patch's values come from, as they must be set
+    (a worker count read from ``os.environ["WORKERS"]``, which the user's environment sets)."""
+    return {ch["name"]: str(ch["to"]) for n in notes for ch in n.get("env_changes") or []}
+
+
 def recommended_command(argv0: str, script_args: list[str], notes: list[PatchNote]) -> list[str]:
     """patch.command: the exact command the user runs with fixes.patch applied: ``python`` and the
     script as they typed it, their arguments with the patch's flag changes; under the ddp fix, its
-    torchrun launch with those arguments. Equal to the user's own command when no flag changes."""
+    torchrun launch with those arguments; the environment variables it changes before it, as a
+    shell line sets them (``WORKERS=8 python main.py``). Equal to the user's own command when no
+    flag or variable changes."""
     args = argv_with_changes(script_args, notes)
+    env = [f"{k}={v}" for k, v in environ_changes(notes).items()]
     launch = next((n["launch"] for n in notes if n.get("applied") and n.get("launch")), None)
     if launch:   # "torchrun --nproc-per-node N <script> <the user's arguments>": its prefix, our arguments
         tokens = shlex.split(launch)
-        return [*tokens[:len(tokens) - len(script_args)], *args]
-    return ["python", argv0, *args]
+        return [*env, *tokens[:len(tokens) - len(script_args)], *args]
+    return [*env, "python", argv0, *args]
 
 
 def command_line(command: list[str]) -> str:
@@ -147,6 +156,8 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     # the command the user is told to run (patch.command), run here on the patched tree
     out: Verification = {"tree": os.path.relpath(tree, run_dir), "argv": argv_with_changes(script_args, notes),
                          "command": command, "runs": 0}
+    if environ := environ_changes(notes):
+        out["environ"] = environ
     if error:
         return {**out, "status": "not applied", "error": error}
     patched = str(tree / os.path.basename(script))
@@ -157,6 +168,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         spec = specs.trial_spec(patched, out["argv"], run_dir, opts, NAME, [], profile=False)
         spec["run_dir"] = str(Path(run_dir) / "verify" / f"run-{attempt + 1}")   # not a trial's
         spec["project_dirs"] = [root]
+        spec["environ"] = environ   # the variables patch.command sets before the script
         if os.path.realpath(spec["cwd"]) == root:   # it starts in the patched tree, not the user's
             spec["workdir"] = str(tree)
         # the patched script of a ddp fix runs as torchrun runs it (the report gives the command)

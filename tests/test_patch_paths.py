@@ -624,3 +624,73 @@ def test_a_call_of_another_function_of_the_same_name_does_not_stand_for_the_call
                              config, cwd=str(root), argv=["--workers", "1"])
     assert notes[0]["argv_changes"] == [{"flag": "--workers", "from": "1", "to": "8"}], notes
     assert "loader_workers=0" in (root / "t.py").read_text() and "-def train" not in diff
+
+
+ENV_SCRIPT = """
+import os
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+workers = int(os.environ.get("LOADER_WORKERS", "1"))
+loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=workers)
+"""
+
+
+@pytest.mark.parametrize("environ", [{"LOADER_WORKERS": "2"}, {}], ids=["set", "unset"])
+def test_a_value_from_an_environment_variable_changes_where_the_run_set_it(tmp_path, environ):
+    """os.environ.get("LOADER_WORKERS", "1"): a variable the run's environment set is changed on
+    the recommended command (LOADER_WORKERS=8 python t.py); one it did not set has its default
+    changed, still a string, and the chain names the variable (config.dataloader.source)."""
+    root = _project(tmp_path, {"t.py": ENV_SCRIPT})
+    config = {"dataloader": {"value": {"num_workers": 1}, "where": "t.py:6"}}
+    fix = [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}]
+    diff, notes = make_patch(str(root / "t.py"), fix, config, cwd=str(root), argv=["--epochs", "1"], environ=environ)
+    note = notes[0]
+    assert note["applied"], note
+    if environ:
+        assert note["env_changes"] == [{"name": "LOADER_WORKERS", "from": "2", "to": "8"}]
+        assert note["sources"]["num_workers"] == ["t.py:6", "t.py:5", "env:LOADER_WORKERS"]
+        assert '"1"' in diff or "LOADER_WORKERS" not in diff       # the code keeps the user's read
+        assert verify.recommended_command("t.py", ["--epochs", "1"], notes) == \
+            ["LOADER_WORKERS=8", "python", "t.py", "--epochs", "1"]
+        assert verify.command_line(verify.recommended_command("t.py", [], notes)) == "LOADER_WORKERS=8 python t.py"
+        assert verify.environ_changes(notes) == {"LOADER_WORKERS": "8"}
+    else:
+        assert '+workers = int(os.environ.get("LOADER_WORKERS", \'8\'))' in diff.splitlines(), diff
+        assert note["sources"]["num_workers"] == ["t.py:6", "t.py:5", "env:LOADER_WORKERS", "t.py:5"]
+        assert not note.get("env_changes")
+        assert verify.recommended_command("t.py", [], notes) == ["python", "t.py"]
+
+
+def test_a_required_environment_variable_the_run_did_not_set_is_named(tmp_path):
+    root = _project(tmp_path, {"t.py": ENV_SCRIPT.replace('os.environ.get("LOADER_WORKERS", "1")',
+                                                          'os.environ["LOADER_WORKERS"]')})
+    config = {"dataloader": {"value": {"num_workers": 1}, "where": "t.py:6"}}
+    fix = [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}]
+    _diff, notes = make_patch(str(root / "t.py"), fix, config, cwd=str(root), environ={})
+    assert "environment variable LOADER_WORKERS, not set in this run: set LOADER_WORKERS=8" in notes[0]["warning"]
+
+
+def test_the_verification_runs_the_recommended_command_with_its_environment(tmp_path):
+    """The worker count comes from LOADER_WORKERS, which the user's environment sets: the
+    recommended command sets it (LOADER_WORKERS=2 python t.py), the code keeps reading it, and
+    the verification runs the script with that environment: its check sees 2 workers."""
+    root = _project(tmp_path / "project", {"t.py": ENV_SCRIPT.replace(
+        "loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=workers)",
+        "loader = DataLoader(TensorDataset(torch.randn(64, 2)), batch_size=2, num_workers=workers)\n"
+        "model = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for epoch in range(20):\n    for (x,) in loader:\n        model(x).sum().backward()\n"
+        "        opt.step()\n        opt.zero_grad()\n")})
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", "--no-trials", "--apply",
+                           "dataloader-workers:num_workers=2", "--steps", "6", "--min-time", "0", "--out", str(out),
+                           str(root / "t.py")], cwd=root, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "LOADER_WORKERS": "0", "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    patch = json.loads((out / "run.json").read_text())["patch"]
+    assert patch["command"] == ["LOADER_WORKERS=2", "python", str(root / "t.py")]
+    assert "num_workers=workers," in (out / "fixes.patch").read_text()
+    v = patch["verification"]
+    assert v["environ"] == {"LOADER_WORKERS": "2"} and v["command"] == patch["command"]
+    assert [c["took_effect"] for c in v["checks"] if c["fix"] == "dataloader-workers"] == [True], v["checks"]
+    assert f"run: LOADER_WORKERS=2 python {root / 't.py'}" in proc.stderr.replace("\n", " ")

@@ -37,7 +37,8 @@ __all__ = ["LR_COMMENT", "make_patch"]
 
 def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | None = None,
                *, registry, cwd: str | None = None, executed: dict | None = None,
-               texts: dict | None = None, argv: list[str] | None = None) -> tuple[str, list[PatchNote]]:
+               texts: dict | None = None, argv: list[str] | None = None,
+               environ: dict | None = None) -> tuple[str, list[PatchNote]]:
     """Return (unified diff, one note per fix). ``registry``: the fixes' registry (get, known,
     trait), whose objects hold the edits. ``config`` is the child's observed config;
     its ``where`` paths are resolved against ``cwd`` (default: the current directory), the
@@ -45,12 +46,15 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
     relative to it). ``executed``: the run's executed lines (run.json "executed_lines"):
     edits are anchored only to statements that ran. ``texts``, when given, receives each
     patched file's new text by its relative path. ``argv``: the script's arguments (a flag
-    the user passes is changed on the command line, not in the code)."""
+    the user passes is changed on the command line, not in the code); ``environ``: the run's
+    environment (default: this process's; a variable the run had set is changed on the
+    command line too)."""
     cwd = os.path.realpath(cwd or os.getcwd())
     script = os.path.realpath(os.path.join(cwd, script_path))
     root = os.path.realpath(os.path.join(cwd, root)) if root else os.path.dirname(script)
     ctx = PatchContext(script=script, root=root, cwd=cwd, config=config or {}, executed=executed or {},
-                      argv=[str(a) for a in argv or []], registry=registry)
+                      argv=[str(a) for a in argv or []], registry=registry,
+                      environ=dict(os.environ if environ is None else environ))
     notes: list[PatchNote] = []
     try:    # a loop inside transformers' or Lightning's Trainer: fixes are arguments of its call
         framework = frameworks.framework_of(ctx)

@@ -139,6 +139,7 @@ class PatchContext:
     executed: dict = field(default_factory=dict)
     texts: dict = field(default_factory=dict)   # rel path → the patched text (render)
     argv: list = field(default_factory=list)    # the script's arguments, as the run had them
+    environ: dict = field(default_factory=dict)  # the run's environment variables (an env: knob's source)
     text_edits: dict = field(default_factory=dict)  # a non-Python file's path → {line: new line}
     # the fixes' registry (advisor.fixes: get, known, trait), handed in by advisor.fixes.make_patch:
     # each fix holds its edit, this package is the editing machinery they share

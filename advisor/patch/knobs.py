@@ -353,6 +353,56 @@ def _through_parameter(ctx: PatchContext, f: SourceFile, expr: cst.Name, new: st
     return None
 
 
+# ----------------------------------------------------------------------------- environment
+
+class UnsetVariable(SkipFix):
+    """The value comes from an environment variable the run did not set and the code has no
+    default for: the user must set it."""
+
+
+_ENV_CALLS = ("os.environ.get", "environ.get", "os.getenv", "getenv", "os.environ.setdefault", "environ.setdefault")
+
+
+def _env_read(expr) -> tuple[str, object] | None:
+    """(NAME, its default expression or None) for ``os.environ.get("NAME", d)``, ``os.getenv``,
+    ``os.environ.setdefault`` and ``os.environ["NAME"]``; None for anything else."""
+    if isinstance(expr, cst.Call) and dotted_name(expr.func) in _ENV_CALLS and expr.args and \
+            isinstance(expr.args[0].value, cst.SimpleString) and expr.args[0].keyword is None:
+        default = expr.args[1].value if len(expr.args) > 1 else (find_arg(expr, "default") or (None, None))[1]
+        default = getattr(default, "value", default) if isinstance(default, cst.Arg) else default
+        return str(expr.args[0].value.evaluated_value), default
+    if isinstance(expr, cst.Subscript) and dotted_name(expr.value) in ("os.environ", "environ") and \
+            len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index) and \
+            isinstance(expr.slice[0].slice.value, cst.SimpleString):
+        return str(expr.slice[0].slice.value.evaluated_value), None
+    return None
+
+
+def _through_environment(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, observed,
+                         depth: int) -> tuple[list[str], dict] | None:
+    """A value read from an environment variable: set in the run's environment → the
+    recommended command sets it to ``new`` (note ``env_changes``); not set → its default,
+    followed where the user keeps it. None when ``expr`` reads no variable."""
+    read = _env_read(expr)
+    if read is None:
+        return None
+    name, default = read
+    value = new[1:-1] if new.startswith(("'", '"')) else new
+    if name in ctx.environ:
+        old = ctx.environ[name]
+        if old == value:
+            return [f"{what}: {name}={value} is already in the environment"], {"source": [f"env:{name}"]}
+        return ([f"{what}: run with {name}={value} (the environment had {name}={old})"],
+                {"env_changes": [{"name": name, "from": old, "to": value}], "source": [f"env:{name}"]})
+    if default is None:
+        raise UnsetVariable(f"{what} comes from the environment variable {name}, not set in this run: "
+                            f"set {name}={value}")
+    if isinstance(default, cst.SimpleString):   # os.environ.get("W", "2"): the default stays a string
+        new = repr(value)
+    done, more = set_value(ctx, f, default, new, what, observed, depth + 1)
+    return [f"{d} ({name} is not set)" for d in done], _hop(more, f"env:{name}")
+
+
 # ----------------------------------------------------------------------------- assignments
 
 def _sources(ctx: PatchContext, files: list[SourceFile], key: str):
@@ -403,6 +453,9 @@ def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, obser
     if isinstance(expr, cst.Call) and last_name(expr.func) in ("int", "float", "bool", "str") and \
             len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:
         return set_value(ctx, f, expr.args[0].value, new, what, observed, _depth)   # int(opt.workers)
+    found = _through_environment(ctx, f, expr, new, what, observed, _depth) if _depth <= MAX_DEPTH else None
+    if found is not None:
+        return found[0], _hop(found[1], location(f, f.line_of(expr)))
     if isinstance(expr, cst.Name) and _depth <= MAX_DEPTH:
         found = _through_parameter(ctx, f, expr, new, what, observed, _depth)
         if found is not None:
@@ -415,17 +468,20 @@ def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, obser
     found = _argparse(ctx, files, key, new, what, unset_too=False)
     if found is not None:
         return found[0], _hop(found[1], location(f, f.line_of(expr)))
+    deeper = None   # why the value's source found further on could not be changed: said, if nothing else is
     for g, value in _sources(ctx, files, key):
         if value is expr:
             continue
         try:
             done, more = set_value(ctx, g, value, new, what, observed, _depth + 1)
             return done, _hop(more, location(f, f.line_of(expr)))
-        except SkipFix:
-            continue
+        except SkipFix as e:
+            deeper = deeper or e
     found = _yaml(ctx, key, new, observed, what) or _argparse(ctx, files, key, new, what)
     if found is not None:
         return found[0], _hop(found[1], location(f, f.line_of(expr)))
+    if isinstance(deeper, UnsetVariable):   # more use to the user than "give it N"
+        raise deeper
     raise SkipFix(f"{what} comes from `{code_of(expr)}` at {location(f, f.line_of(expr))}: give it {new}")
 
 

@@ -167,7 +167,11 @@ def print_summary(doc: dict, console: Console) -> None:
     for change in (c for n in patch.get("notes") or [] for c in n.get("argv_changes") or []):
         console.print(f"run it with {escape(change['flag'])} {escape(str(change['to']))} "
                       f"(the command line gave {escape(str(change['from']))})")
-    if patch.get("command") and (patch.get("file") or any(n.get("argv_changes") for n in patch.get("notes") or [])):
+    for change in (c for n in patch.get("notes") or [] for c in n.get("env_changes") or []):
+        console.print(f"run it with {escape(change['name'])}={escape(str(change['to']))} "
+                      f"(the environment had {escape(str(change['from']))})")
+    if patch.get("command") and (patch.get("file") or any(n.get("argv_changes") or n.get("env_changes")
+                                                           for n in patch.get("notes") or [])):
         # one copyable line: the command the verification ran on the patched tree
         console.print(f"run: {escape(shlex.join(str(a) for a in patch['command']))}", highlight=False, soft_wrap=True)
     for fix, why in (patch.get("left_out") or {}).items():

@@ -219,7 +219,8 @@ def patch_view(doc: dict, run_dir: Path | None) -> dict | None:
         verification = {"line": verification_line(v), "ok": v.get("status") == "verified", "short": shortfalls(v),
                         "skipped": v.get("status") == "skipped",
                         "argv": v.get("argv"), "runs": v.get("runs"),
-                        "argv_changes": [c for n in p.get("notes") or [] for c in n.get("argv_changes") or []]}
+                        "argv_changes": [c for n in p.get("notes") or [] for c in n.get("argv_changes") or []],
+                        "env_changes": [c for n in p.get("notes") or [] for c in n.get("env_changes") or []]}
     command = p.get("command")
     left = p.get("left_out") if isinstance(p.get("left_out"), dict) else {}
     e2e = p.get("end_to_end") if isinstance(p.get("end_to_end"), dict) else None

@@ -14,6 +14,7 @@ def _main() -> None:
     session, flush_std, wait_line, advisor_dir = _import_runner()
     _let_sigint_stop_the_script()
     spec = _read_spec(_spec_path(wait_line))
+    _set_environ(spec.get("environ"))
     script = spec["script"]
     argv = [str(a) for a in spec.get("argv") or [script]]
     file_ = _main_file(argv[0], script)
@@ -24,6 +25,14 @@ def _main() -> None:
     ctl = session.install(spec)
     exc = _run_script(script, file_, _as_main(script, argv, file_))
     _end(ctl, spec, exc, flush_std, advisor_dir)
+
+
+def _set_environ(changes) -> None:
+    """The environment variables the recommended command sets before the script (a patch's
+    value read from os.environ), set as the shell would have: before the script's first line."""
+    import os
+
+    os.environ.update({str(k): str(v) for k, v in (changes or {}).items()})
 
 
 def _import_runner():
