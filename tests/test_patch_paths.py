@@ -694,3 +694,84 @@ def test_the_verification_runs_the_recommended_command_with_its_environment(tmp_
     assert v["environ"] == {"LOADER_WORKERS": "2"} and v["command"] == patch["command"]
     assert [c["took_effect"] for c in v["checks"] if c["fix"] == "dataloader-workers"] == [True], v["checks"]
     assert f"run: LOADER_WORKERS=2 python {root / 't.py'}" in proc.stderr.replace("\n", " ")
+
+
+CLICK_SCRIPT = """
+import click
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+@click.command()
+@click.option("--workers", "-j", default=2, type=int)
+@click.option("--epochs", default=1)
+def main(workers, epochs):
+    loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=workers)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize("argv", [["-j", "1", "--epochs", "3"], ["--epochs", "3"]], ids=["passed", "default"])
+def test_a_click_option_is_changed_on_the_command_line_or_at_its_default(tmp_path, argv):
+    root = _project(tmp_path, {"t.py": CLICK_SCRIPT})
+    config = {"dataloader": {"value": {"num_workers": 2}, "where": "t.py:10"}}
+    fix = [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}]
+    diff, notes = make_patch(str(root / "t.py"), fix, config, cwd=str(root), argv=argv)
+    note = notes[0]
+    assert note["applied"], note
+    if argv[0] == "-j":
+        assert note["argv_changes"] == [{"flag": "-j", "from": "1", "to": "8"}]
+        assert note["sources"]["num_workers"] == ["t.py:10", "argv:-j"]
+        assert verify.recommended_command("t.py", argv, notes) == ["python", "t.py", "-j", "8", "--epochs", "3"]
+    else:
+        assert '+@click.option("--workers", "-j", default=8, type=int)' in diff.splitlines(), diff
+        assert note["sources"]["num_workers"] == ["t.py:10", "t.py:7"]
+
+
+TYPER_PARAMS = {
+    "option-default": ('num_workers: int = typer.Option(2, "--num-workers", "-w")',
+                       '+def main(num_workers: int = typer.Option(8, "--num-workers", "-w"), epochs: int = 1):'),
+    "annotated": ('num_workers: Annotated[int, typer.Option("--num-workers", "-w")] = 2',
+                  '+def main(num_workers: Annotated[int, typer.Option("--num-workers", "-w")] = 8, epochs: int = 1):'),
+    "plain": ("num_workers: int = 2", "+def main(num_workers: int = 8, epochs: int = 1):"),
+}
+
+
+@pytest.mark.parametrize("passed", [True, False], ids=["passed", "default"])
+@pytest.mark.parametrize("shape", sorted(TYPER_PARAMS))
+def test_a_typer_option_is_changed_on_the_command_line_or_at_its_default(tmp_path, shape, passed):
+    param, expected = TYPER_PARAMS[shape]
+    src = f"""
+    import typer
+    import torch
+    from typing import Annotated
+    from torch.utils.data import DataLoader, TensorDataset
+
+    app = typer.Typer()
+
+
+    @app.command()
+    def main({param}, epochs: int = 1):
+        loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=num_workers)
+
+
+    if __name__ == "__main__":
+        app()
+    """
+    root = _project(tmp_path, {"t.py": src})
+    config = {"dataloader": {"value": {"num_workers": 2}, "where": "t.py:11"}}
+    fix = [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}]
+    flag = "--num-workers" if passed else None
+    argv = [flag, "1"] if shape != "plain" and passed else (["--num-workers=1"] if passed else [])
+    diff, notes = make_patch(str(root / "t.py"), fix, config, cwd=str(root), argv=argv)
+    note = notes[0]
+    assert note["applied"], note
+    if passed:
+        assert note["argv_changes"] == [{"flag": "--num-workers", "from": "1", "to": "8"}], note
+        assert verify.argv_with_changes(argv, notes) in (["--num-workers", "8"], ["--num-workers=8"])
+    else:
+        assert expected in diff.splitlines(), diff
+        assert note["sources"]["num_workers"] == ["t.py:11", "t.py:10"]

@@ -16,7 +16,8 @@ import re
 
 import libcst as cst
 
-from .call_args import code_of, dotted_name, find_arg, last_name, set_arg
+from . import options
+from .call_args import code_of, dotted_name, find_arg, last_name
 from .core import PatchContext, SkipFix, SourceFile, add_warning, location
 
 _LITERALS = (cst.Integer, cst.Float, cst.SimpleString)
@@ -60,69 +61,6 @@ def ran_at(ctx: PatchContext, f: SourceFile, node) -> bool:
     """Whether the statement holding ``node`` ran (True when the run recorded no lines)."""
     stmt = f.stmt_at(f.line_of(node))
     return stmt is None or ctx.ran(f, stmt) is not False
-
-
-# ----------------------------------------------------------------------------- argparse
-
-def _dest(call: cst.Call) -> tuple[str | None, list[str]]:
-    """(dest, option strings) of an ``add_argument(...)`` call."""
-    opts = [a.value.evaluated_value for a in call.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
-    given = find_arg(call, "dest")
-    if given is not None and isinstance(given[1].value, cst.SimpleString):
-        return str(given[1].value.evaluated_value), opts
-    longs = [o for o in opts if o.startswith("--")]
-    if longs:
-        return longs[0][2:].replace("-", "_"), opts
-    if opts and not opts[0].startswith("-"):
-        return opts[0], opts
-    return (opts[0].lstrip("-").replace("-", "_") if opts else None), opts
-
-
-def _in_argv(argv: list[str], opts: list[str]) -> tuple[str, str] | None:
-    """(flag, value) the user passed for this option, if any."""
-    for i, tok in enumerate(argv):
-        for o in opts:
-            if not o.startswith("-"):
-                continue
-            if tok == o and i + 1 < len(argv):
-                return o, argv[i + 1]
-            if o.startswith("--") and tok.startswith(o + "="):
-                return o, tok.split("=", 1)[1]
-    return None
-
-
-def _unset_default(call: cst.Call) -> bool:
-    """An option whose default is None (or none given): "not set", the value then comes from
-    elsewhere (a config file the option overrides only when passed)."""
-    got = find_arg(call, "default")
-    return got is None or (isinstance(got[1].value, cst.Name) and got[1].value.value == "None")
-
-
-def _argparse(ctx: PatchContext, files: list[SourceFile], key: str, new: str, what: str,
-              unset_too: bool = True):
-    """The option ``key`` comes from: the command line's value changed, else its default;
-    ``unset_too`` False leaves an option that was not passed and whose default is None alone."""
-    for g in files:
-        for call, _s, _e in g.calls:
-            if last_name(call.func) != "add_argument":
-                continue
-            dest, opts = _dest(call)
-            if dest != key:
-                continue
-            passed = _in_argv(ctx.argv, opts)
-            if passed is None and not unset_too and _unset_default(call):
-                continue
-            if passed is not None:
-                flag, old = passed
-                value = new if not (new.startswith(("'", '"'))) else new[1:-1]
-                if old == value:
-                    return [f"{what}: {flag} {value} is already on the command line"], {"source": [f"argv:{flag}"]}
-                return ([f"{what}: pass {flag} {value} (the command line gave {flag} {old})"],
-                        {"argv_changes": [{"flag": flag, "from": old, "to": value}], "source": [f"argv:{flag}"]})
-            ctx.on_node(g, call, lambda c: set_arg(c, "default", new))
-            return [f"{what}: the default of {'/'.join(o for o in opts if o.startswith('-')) or key} "
-                    f"becomes {new} at {location(g, g.line_of(call))}"], {"source": [location(g, g.line_of(call))]}
-    return None
 
 
 # ----------------------------------------------------------------------------- YAML
@@ -334,6 +272,9 @@ def _through_parameter(ctx: PatchContext, f: SourceFile, expr: cst.Name, new: st
     if found is None or _assigned_in(fn, expr.value):
         return None
     index, param = found
+    cli = options.decorated_option(ctx, f, fn, param, new, what)   # click / typer fill it from the command line
+    if cli is not None:
+        return cli[0], _hop(cli[1], location(f, f.line_of(expr)))
     passed = []
     for g, call, method in _callers(ctx, _files(ctx, f), f, fn):
         # obj.run(8) and Train(8) bind self: the call's positions start at the def's second
@@ -465,7 +406,7 @@ def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, obser
         raise SkipFix(f"{what} comes from `{code_of(expr)}` at {location(f, f.line_of(expr))}: give it {new}")
     files = _files(ctx, f)
     # an option left unset (default None) defers to the config file it overrides when passed
-    found = _argparse(ctx, files, key, new, what, unset_too=False)
+    found = options.argparse_option(ctx, files, key, new, what, unset_too=False)
     if found is not None:
         return found[0], _hop(found[1], location(f, f.line_of(expr)))
     deeper = None   # why the value's source found further on could not be changed: said, if nothing else is
@@ -477,7 +418,7 @@ def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, obser
             return done, _hop(more, location(f, f.line_of(expr)))
         except SkipFix as e:
             deeper = deeper or e
-    found = _yaml(ctx, key, new, observed, what) or _argparse(ctx, files, key, new, what)
+    found = _yaml(ctx, key, new, observed, what) or options.argparse_option(ctx, files, key, new, what)
     if found is not None:
         return found[0], _hop(found[1], location(f, f.line_of(expr)))
     if isinstance(deeper, UnsetVariable):   # more use to the user than "give it N"

@@ -1,0 +1,145 @@
+"""Options of a command-line parser, where a value the patch changes is set: the command line
+when the user passes the option (the recommended command then passes the new value), else the
+option's default in the code. argparse's ``add_argument``, click's ``@click.option`` on the
+function that receives the value, typer's ``typer.Option`` (or a plain parameter of a typer
+command)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .call_args import find_arg, last_name, set_arg
+from .core import PatchContext, SkipFix, SourceFile, location
+
+
+def _on_command_line(passed: tuple[str, str], new: str, what: str) -> tuple[list[str], dict]:
+    """The edit for an option the user passed: the command line's value changes."""
+    flag, old = passed
+    value = new if not (new.startswith(("'", '"'))) else new[1:-1]
+    if old == value:
+        return [f"{what}: {flag} {value} is already on the command line"], {"source": [f"argv:{flag}"]}
+    return ([f"{what}: pass {flag} {value} (the command line gave {flag} {old})"],
+            {"argv_changes": [{"flag": flag, "from": old, "to": value}], "source": [f"argv:{flag}"]})
+
+
+def _dest(call: cst.Call) -> tuple[str | None, list[str]]:
+    """(dest, option strings) of an ``add_argument(...)`` call."""
+    opts = [a.value.evaluated_value for a in call.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
+    given = find_arg(call, "dest")
+    if given is not None and isinstance(given[1].value, cst.SimpleString):
+        return str(given[1].value.evaluated_value), opts
+    longs = [o for o in opts if o.startswith("--")]
+    if longs:
+        return longs[0][2:].replace("-", "_"), opts
+    if opts and not opts[0].startswith("-"):
+        return opts[0], opts
+    return (opts[0].lstrip("-").replace("-", "_") if opts else None), opts
+
+
+def _in_argv(argv: list[str], opts: list[str]) -> tuple[str, str] | None:
+    """(flag, value) the user passed for this option, if any."""
+    for i, tok in enumerate(argv):
+        for o in opts:
+            if not o.startswith("-"):
+                continue
+            if tok == o and i + 1 < len(argv):
+                return o, argv[i + 1]
+            if o.startswith("--") and tok.startswith(o + "="):
+                return o, tok.split("=", 1)[1]
+    return None
+
+
+def _unset_default(call: cst.Call) -> bool:
+    """An option whose default is None (or none given): "not set", the value then comes from
+    elsewhere (a config file the option overrides only when passed)."""
+    got = find_arg(call, "default")
+    return got is None or (isinstance(got[1].value, cst.Name) and got[1].value.value == "None")
+
+
+def argparse_option(ctx: PatchContext, files: list[SourceFile], key: str, new: str, what: str,
+              unset_too: bool = True):
+    """The option ``key`` comes from: the command line's value changed, else its default;
+    ``unset_too`` False leaves an option that was not passed and whose default is None alone."""
+    for g in files:
+        for call, _s, _e in g.calls:
+            if last_name(call.func) != "add_argument":
+                continue
+            dest, opts = _dest(call)
+            if dest != key:
+                continue
+            passed = _in_argv(ctx.argv, opts)
+            if passed is None and not unset_too and _unset_default(call):
+                continue
+            if passed is not None:
+                return _on_command_line(passed, new, what)
+            ctx.on_node(g, call, lambda c: set_arg(c, "default", new))
+            return [f"{what}: the default of {'/'.join(o for o in opts if o.startswith('-')) or key} "
+                    f"becomes {new} at {location(g, g.line_of(call))}"], {"source": [location(g, g.line_of(call))]}
+    return None
+
+
+# ----------------------------------------------------------------------------- click, typer
+
+def _strings(call: cst.Call) -> list[str]:
+    return [str(a.value.evaluated_value) for a in call.args
+            if a.keyword is None and isinstance(a.value, cst.SimpleString)]
+
+
+def _click_option(fn: cst.FunctionDef, name: str) -> cst.Call | None:
+    """The ``@click.option(...)`` of ``fn`` that fills its parameter ``name``."""
+    for d in fn.decorators:
+        call = d.decorator
+        if isinstance(call, cst.Call) and last_name(call.func) == "option" and _dest(call)[0] == name:
+            return call
+    return None
+
+
+def _typer_option(param: cst.Param) -> cst.Call | None:
+    """``typer.Option(...)`` as the parameter's default or in its ``Annotated[...]``."""
+    calls = [param.default] if isinstance(param.default, cst.Call) else []
+    ann = param.annotation.annotation if param.annotation is not None else None
+    if isinstance(ann, cst.Subscript) and last_name(ann.value) == "Annotated":
+        calls += [e.slice.value for e in ann.slice[1:] if isinstance(e.slice, cst.Index)
+                  and isinstance(e.slice.value, cst.Call)]
+    return next((c for c in calls if last_name(c.func) == "Option"), None)
+
+
+def _typer_command(f: SourceFile, fn: cst.FunctionDef) -> bool:
+    """A function typer runs: ``@app.command()`` or ``typer.run(fn)``."""
+    if any(isinstance(d.decorator, cst.Call) and last_name(d.decorator.func) == "command" for d in fn.decorators):
+        return True
+    return any(last_name(c.func) == "run" and c.args and isinstance(c.args[0].value, cst.Name) and
+               c.args[0].value.value == fn.name.value for c, _s, _e in f.calls)
+
+
+def decorated_option(ctx: PatchContext, f: SourceFile, fn: cst.FunctionDef, param: cst.Param, new: str,
+                     what: str) -> tuple[list[str], dict] | None:
+    """A parameter a click or typer command line fills: the option the user passed is changed on
+    the command line; else its default where the code gives it. None for any other parameter."""
+    name = param.name.value
+    click = _click_option(fn, name)
+    if click is not None:
+        passed = _in_argv(ctx.argv, _dest(click)[1])
+        if passed is not None:
+            return _on_command_line(passed, new, what)
+        ctx.on_node(f, click, lambda c: set_arg(c, "default", new))
+        return [f"{what}: the default of {'/'.join(o for o in _dest(click)[1] if o.startswith('-'))} "
+                f"becomes {new} at {location(f, f.line_of(click))}"], {"source": [location(f, f.line_of(click))]}
+    typer = _typer_option(param)
+    if typer is None and not _typer_command(f, fn):
+        return None
+    flags = [s for s in _strings(typer) if s.startswith("-")] if typer is not None else []
+    passed = _in_argv(ctx.argv, flags or ["--" + name.replace("_", "-")])
+    if passed is not None:
+        return _on_command_line(passed, new, what)
+    if typer is param.default and typer.args and not (typer.args[0].keyword is None and
+                                                      isinstance(typer.args[0].value, cst.SimpleString)):
+        ctx.on_node(f, typer, lambda c: set_arg(c, "default", new, 0))   # typer.Option(2, "--workers")
+        where = location(f, f.line_of(typer))
+    elif param.default is not None and not isinstance(param.default, cst.Call):
+        ctx.on_node(f, param.default, lambda _n: cst.parse_expression(new))
+        where = location(f, f.line_of(param.default))
+    else:
+        raise SkipFix(f"{what} comes from the option --{name.replace('_', '-')}, which has no default to change: "
+                      f"pass --{name.replace('_', '-')} {new}")
+    return [f"{what}: the default of --{name.replace('_', '-')} becomes {new} at {where}"], {"source": [where]}
