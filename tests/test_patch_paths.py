@@ -775,3 +775,41 @@ def test_a_typer_option_is_changed_on_the_command_line_or_at_its_default(tmp_pat
     else:
         assert expected in diff.splitlines(), diff
         assert note["sources"]["num_workers"] == ["t.py:11", "t.py:10"]
+
+
+OMEGACONF_SCRIPT = """
+import torch
+from omegaconf import OmegaConf
+from torch.utils.data import DataLoader, TensorDataset
+
+cfg = OmegaConf.merge(OmegaConf.load("conf/config.yaml"), OmegaConf.from_cli())
+loader = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2, num_workers=cfg.data.num_workers)
+"""
+OMEGACONF_YAML = """
+data:
+  num_workers: 2
+  batch_size: 64
+trainer:
+  epochs: 3
+"""
+
+
+@pytest.mark.parametrize("argv", [["data.num_workers=4", "trainer.epochs=1"], ["trainer.epochs=1"]],
+                         ids=["override-passed", "file"])
+def test_a_hydra_style_override_on_the_command_line_wins_over_the_config_file(tmp_path, argv):
+    """``data.num_workers=4`` on the command line overrides the YAML: the recommended command
+    changes that word; without it the YAML file's key changes."""
+    root = _project(tmp_path, {"t.py": OMEGACONF_SCRIPT, "conf/config.yaml": OMEGACONF_YAML})
+    config = {"dataloader": {"value": {"num_workers": 4}, "where": "t.py:6"}}
+    fix = [{"intervention": "dataloader-workers", "params": {"num_workers": 8}}]
+    diff, notes = make_patch(str(root / "t.py"), fix, config, cwd=str(root), argv=argv)
+    note = notes[0]
+    assert note["applied"], note
+    if len(argv) == 2:
+        assert note["argv_changes"] == [{"flag": "data.num_workers", "from": "4", "to": "8"}]
+        assert note["sources"]["num_workers"] == ["t.py:6", "argv:data.num_workers"]
+        assert verify.argv_with_changes(argv, notes) == ["data.num_workers=8", "trainer.epochs=1"]
+        assert "+++ b/conf/config.yaml" not in diff
+    else:
+        assert "+  num_workers: 8" in diff.splitlines(), diff
+        assert note["sources"]["num_workers"] == ["t.py:6", "conf/config.yaml:data.num_workers"]

@@ -418,7 +418,8 @@ def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, obser
             return done, _hop(more, location(f, f.line_of(expr)))
         except SkipFix as e:
             deeper = deeper or e
-    found = _yaml(ctx, key, new, observed, what) or options.argparse_option(ctx, files, key, new, what)
+    found = options.override_word(ctx, key, new, what) or _yaml(ctx, key, new, observed, what) or \
+        options.argparse_option(ctx, files, key, new, what)
     if found is not None:
         return found[0], _hop(found[1], location(f, f.line_of(expr)))
     if isinstance(deeper, UnsetVariable):   # more use to the user than "give it N"

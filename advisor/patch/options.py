@@ -2,7 +2,7 @@
 when the user passes the option (the recommended command then passes the new value), else the
 option's default in the code. argparse's ``add_argument``, click's ``@click.option`` on the
 function that receives the value, typer's ``typer.Option`` (or a plain parameter of a typer
-command)."""
+command), and a Hydra/OmegaConf ``key=value`` override word."""
 
 from __future__ import annotations
 
@@ -143,3 +143,17 @@ def decorated_option(ctx: PatchContext, f: SourceFile, fn: cst.FunctionDef, para
         raise SkipFix(f"{what} comes from the option --{name.replace('_', '-')}, which has no default to change: "
                       f"pass --{name.replace('_', '-')} {new}")
     return [f"{what}: the default of --{name.replace('_', '-')} becomes {new} at {where}"], {"source": [where]}
+
+
+# ----------------------------------------------------------------------------- key=value words
+
+def override_word(ctx: PatchContext, key: str, new: str, what: str) -> tuple[list[str], dict] | None:
+    """A Hydra/OmegaConf-style override on the command line (``data.num_workers=4``,
+    ``+trainer.workers=4``): it wins over every config file, so the command line changes."""
+    for tok in ctx.argv:
+        name, eq, old = tok.partition("=")
+        if not eq or name.startswith("-"):
+            continue
+        if name.lstrip("+~").rsplit(".", 1)[-1] == key:
+            return _on_command_line((name, old), new, what)
+    return None
