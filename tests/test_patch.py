@@ -176,14 +176,25 @@ def cifar(tmp_path):
     return _repo(tmp_path, EXAMPLE)
 
 
+def test_no_pinned_memory_is_written_for_a_run_without_an_accelerator(cifar):
+    """On a CPU the workers fix adds workers and no pin_memory (PyTorch would warn that no
+    accelerator is found); the pin-memory fix has nothing to place."""
+    config = config_for(cifar, "model", "inputs")
+    diff, notes = make_patch(str(cifar), fixes("dataloader-workers", "pin-memory"), config)
+    added = [line for line in diff.splitlines() if line.startswith("+")]
+    assert not any("pin_memory=True" in line for line in added) and any("num_workers=2" in line for line in added)
+    assert notes[1] == {"applied": False, "intervention": "pin-memory", "reason": "nothing to change"}
+
+
 def test_all_fixes_compose_apply_and_run(cifar):
     before = _digest(cifar.parent)
-    config = config_for(cifar, "model", "inputs")
+    config = config_for(cifar, "model", "inputs")   # a CPU run (the patched script runs here below)
     diff, notes = make_patch(str(cifar), fixes(*[n for n, _ in ALL_FIXES]), config)
     assert _digest(cifar.parent) == before, "make_patch must not touch the user's files"
 
     assert [n["intervention"] for n in notes] == [n for n, _ in ALL_FIXES]
-    assert all(n["applied"] for n in notes), notes
+    # pinning has nothing to feed on a CPU (test_no_pinned_memory_is_written_for_a_run_without_an_accelerator)
+    assert all(n["applied"] for n in notes if n["intervention"] != "pin-memory"), notes
     assert diff.startswith(f"--- a/{cifar.name}\n+++ b/{cifar.name}\n")
     assert diff.count("--- a/") == 1, "several fixes on one file make one diff"
 
@@ -195,9 +206,9 @@ def test_all_fixes_compose_apply_and_run(cifar):
     tree = ast.parse(cifar.read_text())
 
     dl = kwargs(calls(tree, "DataLoader")[0])
-    # pinned: no persistent workers beside the pinning thread (they hang the script's exit)
-    assert literal(dl["num_workers"]) == 2 and "persistent_workers" not in dl
-    assert literal(dl["prefetch_factor"]) == 4 and literal(dl["pin_memory"]) is True
+    # nothing pinned (the example's own pin_memory=False stays), so the workers persist
+    assert literal(dl["num_workers"]) == 2 and literal(dl["persistent_workers"]) is True
+    assert literal(dl["prefetch_factor"]) == 4 and literal(dl["pin_memory"]) is False
     assert ast.unparse(dl["batch_size"]) == "args.batch_size * 2"
     assert literal(dl["drop_last"]) is True and literal(dl["shuffle"]) is True        # untouched
     assert ast.unparse(calls(tree, "DataLoader")[0].args[0]) == "[dataset[i] for i in range(len(dataset))]"
@@ -213,10 +224,10 @@ def test_all_fixes_compose_apply_and_run(cifar):
     last_import = max(i for i, s in enumerate(tree.body) if isinstance(s, (ast.Import, ast.ImportFrom)))
     assert tree.body.index(tf32_stmt) == last_import + 1
 
-    # the copies: non_blocking=True on the inputs' copy (and the targets' copy next to it)
+    # the copies: nothing pinned, so no non_blocking either (a GPU run's: the test below)
     for var in ("inputs", "targets"):
         copy = next(c for c in calls(tree, "to") if ast.unparse(c.func) == f"{var}.to")
-        assert literal(kwargs(copy)["non_blocking"]) is True
+        assert "non_blocking" not in kwargs(copy)
 
     # model: channels_last, then compile, right after it is created
     body = block_with(tree, "model = build_model().to(device)")
@@ -307,7 +318,7 @@ def test_fixture_all_fixes_with_compile_and_no_import_torch(tmp_path):
     script = _repo(tmp_path, FIXTURE)
     original = script.read_bytes()
     assert not original.endswith(b"\n")
-    config = config_for(script, "net", "x")
+    config = config_for(script, "net", "x", device="cuda:0")
     diff, notes = make_patch(str(script), fixes(*[n for n, _ in ALL_FIXES]), config)
     assert all(n["applied"] for n in notes), notes
     assert script.read_bytes() == original

@@ -85,6 +85,15 @@ def _dict_entries(d: cst.Dict, items: list[tuple[str, str]]) -> cst.Dict:
     return d.with_changes(elements=elements)
 
 
+def _on_accelerator(config: dict) -> bool:
+    """Whether the run's model or inputs were on an accelerator (not the CPU)."""
+    for key in ("parameters", "input"):
+        device = str(((config.get(key) or {}).get("value") or {}).get("device") or "")
+        if device and not device.startswith("cpu"):
+            return True
+    return False
+
+
 def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
     """dataloader-workers and pin-memory: one edit of the DataLoader call, each value changed
     where the user keeps it (a flag's default, a config entry: advisor.patch.knobs)."""
@@ -94,7 +103,9 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
     workers = p.get("num_workers")
     if workers is None and name == "dataloader-workers":
         workers = max(2, min(8, os.cpu_count() or 2))
-    pin = bool(p.get("pin_memory", True))
+    # pinned host memory only feeds an accelerator, and only where the trial pinned: on a CPU
+    # PyTorch warns that no accelerator is found and pins nothing
+    pin = bool(p.get("pin_memory", name == "pin-memory")) and _on_accelerator(ctx.config)
     prefetch = int(p.get("prefetch_factor", 4))
     seen = ((ctx.config.get("dataloader") or {}).get("value") or {})
     edits: list[str] = []
