@@ -958,6 +958,39 @@ torch.set_default_dtype(torch.float64)
     assert fixes.get("amp").overrides(cfg).startswith("a float64 model (its first forward at prec.py:")
 
 
+def test_a_two_model_scripts_compile_edit_goes_on_the_model_the_trial_compiles(tmp_path, capfd):
+    """A GAN-shaped loop: the discriminator is called first, each iteration steps two optimizers,
+    and the profiled step begins after the discriminator's step, at the generator. The compile
+    trial compiles the first model called (the discriminator): config first_model names it, and
+    the compile edit goes there, not on the generator the profiled step called first."""
+    script = write(tmp_path / "gan.py", """
+import torch
+gen = torch.nn.Linear(4, 4).to("cpu")
+disc = torch.nn.Linear(4, 1).to("cpu")
+opt_g = torch.optim.SGD(gen.parameters(), lr=0.01)
+opt_d = torch.optim.SGD(disc.parameters(), lr=0.01)
+for _ in range(400):
+    real = torch.randn(8, 4)
+    d_loss = disc(real).mean() - disc(gen(torch.randn(8, 4)).detach()).mean()
+    opt_d.zero_grad()
+    d_loss.backward()
+    opt_d.step()
+    g_loss = -disc(gen(torch.randn(8, 4))).mean()
+    opt_g.zero_grad()
+    g_loss.backward()
+    opt_g.step()
+""")
+    res, _, _, _ = run_advised(capfd, script, ["gan.py"], str(tmp_path), str(tmp_path / "run"))
+    cfg = res["config"]
+    assert cfg["first_model"]["where"] == f"gan.py:{line_of(script, 'disc = ')}"
+    from advisor.fixes import make_patch
+
+    diff, notes = make_patch(script, [{"intervention": "torch-compile", "params": {}}], cfg, cwd=str(tmp_path))
+    assert notes[0]["applied"], notes
+    lines = diff.splitlines()
+    assert "+disc.compile()" in lines and "+gen.compile()" not in lines
+
+
 def test_the_yaml_files_the_script_reads_are_observed(tmp_path, capfd):
     """config_files: the YAML files this run opened (the patch edits those, not a default file)."""
     (tmp_path / "cfg").mkdir()

@@ -45,11 +45,11 @@ def _in_loop(f: SourceFile, stmt) -> bool:
     return False
 
 
-def _placed_binding(ctx: PatchContext, skipped: list[str]):
+def _placed_binding(ctx: PatchContext, skipped: list[str], key: str = "model"):
     """(file, statement, name) from the run's record of where the model was moved
-    (config "model": the script's frames of its last ``.to``/``.cuda``, innermost first): the
+    (config ``key``: the script's frames of its last ``.to``/``.cuda``, innermost first): the
     first frame whose statement binds or moves a name, outside a loop, in a file we edit."""
-    stack = (ctx.config.get("model") or {}).get("stack") or []
+    stack = (ctx.config.get(key) or {}).get("stack") or []
     for where in stack:
         try:
             f, line = ctx.locate(str(where), "the model's placement")
@@ -81,11 +81,12 @@ def _model_binding(ctx: PatchContext, f: SourceFile, line: int):
     return None
 
 
-def _model_stmt(ctx: PatchContext, fix: dict, what: str) -> tuple[SourceFile, object, str]:
+def _model_stmt(ctx: PatchContext, fix: dict, what: str, key: str = "model") -> tuple[SourceFile, object, str]:
     """(file, statement, model name) after which the model is converted or compiled: a
-    statement that ran, where the model was moved to its device (else bound)."""
+    statement that ran, where the model was moved to its device (else bound). ``key``: the
+    config entry naming the model ("first_model": the one the compile trial compiled)."""
     skipped: list[str] = []
-    found = _placed_binding(ctx, skipped)
+    found = _placed_binding(ctx, skipped, key if ctx.config.get(key) else "model")
     if found is not None:
         return found
     f, line = ctx.site("parameters", fix)
@@ -319,7 +320,7 @@ def torch_compile(ctx: PatchContext, fix: dict, p: dict) -> dict:
     """``model.compile()`` in place (Module.compile): ``model = torch.compile(model)`` would bind
     the name to a wrapper whose state_dict keys start with ``_orig_mod.``, and the script's
     checkpoints would no longer load into the plain model."""
-    f, stmt, target = _model_stmt(ctx, fix, "model.compile()")
+    f, stmt, target = _model_stmt(ctx, fix, "model.compile()", key="first_model")   # what the trial compiled
     mode = p.get("mode") if p.get("mode") != "default" else None
     code = f'{target}.compile(mode="{mode}")' if mode else f"{target}.compile()"
     ctx.insert(f, stmt, code, after=True, prio=PRIO_COMPILE)

@@ -108,6 +108,7 @@ class Observer:
         self._patch_backends()
         self._patch_autocast()
         self._patch_open()
+        self._watch_first_model()
         self.placements.install(self.patches)
         self._start_gpu_query()
 
@@ -135,6 +136,25 @@ class Observer:
 
         self.patches.set(builtins, "open", open_)
         self.patches.set(io, "open", open_)
+
+    def _watch_first_model(self) -> None:
+        """config ``first_model``: the first module with parameters called outside the data
+        pipeline, the module the torch-compile trial compiles (advisor.interventions.compile's
+        rule). A script with several models (a GAN's discriminator, then its generator) gets its
+        compile edit on that one, so the patch ships what the trial measured; ``model`` is the
+        one the profiled step called first."""
+        from advisor.runtime.patching import in_loading
+
+        obs, original = self, torch.nn.Module.__call__
+
+        def call(module, *a, **k):
+            if not in_loading() and any(True for _ in module.parameters()):
+                torch.nn.Module.__call__ = original     # one look: no cost on later calls
+                obs._safe("first model observation",
+                          lambda: obs.config.__setitem__("first_model", obs.placements.entry(module)))
+            return original(module, *a, **k)
+
+        self.patches.set(torch.nn.Module, "__call__", call)
 
     # ------------------------------------------------------------------ records
     def _set(self, key: str, value, where=None) -> None:
