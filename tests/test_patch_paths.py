@@ -813,3 +813,31 @@ def test_a_hydra_style_override_on_the_command_line_wins_over_the_config_file(tm
     else:
         assert "+  num_workers: 8" in diff.splitlines(), diff
         assert note["sources"]["num_workers"] == ["t.py:6", "conf/config.yaml:data.num_workers"]
+
+
+def test_cudnn_benchmark_is_not_set_in_a_seeded_branch_the_run_skipped(tmp_path):
+    """pytorch/examples' ImageNet: ``if args.seed is not None: cudnn.deterministic = True;
+    cudnn.benchmark = False``. The run gave no seed: that branch did not run, so editing it would
+    change nothing (the verification saw benchmark False) and would override the user's
+    reproducible mode whenever they seed. The flag goes after the imports instead."""
+    src = """
+    import argparse
+    import torch
+    import torch.backends.cudnn as cudnn
+    p = argparse.ArgumentParser()
+    p.add_argument("--seed", type=int, default=None)
+    args = p.parse_args()
+    if args.seed is not None:
+        torch.manual_seed(args.seed)
+        cudnn.deterministic = True
+        cudnn.benchmark = False
+    model = torch.nn.Conv2d(3, 8, 3)
+    """
+    root = _project(tmp_path, {"t.py": src})
+    ran = {"t.py": [1, 2, 3, 4, 5, 6, 7, 8, 12]}
+    diff, notes = make_patch(str(root / "t.py"), [{"intervention": "cudnn-benchmark", "params": {}}], {},
+                             cwd=str(root), executed=ran)
+    assert notes[0]["applied"], notes
+    lines = diff.splitlines()
+    assert "-        cudnn.benchmark = False" not in lines
+    assert "+torch.backends.cudnn.benchmark = True" in lines, diff

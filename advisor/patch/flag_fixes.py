@@ -112,10 +112,16 @@ def fused_optimizer(ctx: PatchContext, fix: dict, p: dict) -> dict:
     raise SkipFix(f"{cls} has neither fused nor foreach")
 
 
-def _assignments(f: SourceFile, suffix: str, line: int | None = None) -> list[cst.Assign]:
-    """Every ``<...>.suffix = value`` in the file (suffix like "cudnn.benchmark"), or only those spanning ``line``."""
+def _assignments(f: SourceFile, suffix: str, line: int | None = None,
+                 ctx: PatchContext | None = None) -> list[cst.Assign]:
+    """Every ``<...>.suffix = value`` in the file (suffix like "cudnn.benchmark"), or only those
+    spanning ``line``; with ``ctx``, only those that ran (``cudnn.benchmark = False`` in an ``if
+    args.seed:`` block the run skipped is the user's reproducible mode, and editing it changes
+    nothing in the run the user does)."""
     out = []
     for st, _, _ in f.stmts:
+        if ctx is not None and ctx.ran(f, st) is False:
+            continue
         if isinstance(st, cst.SimpleStatementLine):
             for small in st.body:
                 if isinstance(small, cst.Assign) and any(
@@ -139,7 +145,7 @@ def cudnn_benchmark(ctx: PatchContext, fix: dict, p: dict) -> dict:
             raise SkipFix(f"no assignment to cudnn.benchmark at {location(f, line)}")
     else:
         f = ctx.script_file()
-        found = _assignments(f, "cudnn.benchmark")
+        found = _assignments(f, "cudnn.benchmark", ctx=ctx)
     if found:
         todo = [a for a in found if not is_literal(a.value, True)]
         if not todo:
@@ -166,7 +172,7 @@ def tf32(ctx: PatchContext, fix: dict, p: dict) -> dict:
             found = _assignments(f, suffix, line)
         if not found:
             f = script
-            found = _assignments(f, suffix)
+            found = _assignments(f, suffix, ctx=ctx)
         if found:
             for a in found:
                 if not is_literal(a.value, True):
