@@ -550,6 +550,19 @@ def test_precompute_patch_evaluates_a_dataset_expression_once(tmp_path):
     assert run(script).stdout == before
 
 
+def test_preload_patch_takes_the_loader_keys_it_sets_out_of_unpacked_kwargs(tmp_path):
+    """pytorch/examples' MNIST: DataLoader(dataset1, **train_kwargs), the dict holding
+    num_workers (and persistent workers): the preloaded loader sets num_workers=0 itself, so the
+    dict's copy is left out (it raised "got multiple values for keyword argument" on an H200)."""
+    script = _loader_script(tmp_path, 'data, **{"batch_size": 4, "num_workers": 2, "persistent_workers": True}')
+    before, notes, after = _preload_run(script)
+    call = calls(ast.parse(script.read_text()), "DataLoader")[0]
+    assert literal(kwargs(call)["num_workers"]) == 0
+    assert "if k not in ('num_workers', 'collate_fn', 'pin_memory', 'persistent_workers', 'prefetch_factor')" \
+        in ast.unparse(call)
+    assert after == before
+
+
 def test_preload_patch_keeps_a_loaders_own_sampler(tmp_path):
     """A sampler of the script's own stays: the batch's indices are handed over as a list."""
     script = _loader_script(tmp_path, "data, batch_size=4, sampler=torch.utils.data.SequentialSampler(range(22))")

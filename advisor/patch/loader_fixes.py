@@ -352,6 +352,21 @@ def _batch_sampler(c: cst.Call, n: str, device: str) -> cst.Call:
     return set_arg(c, "batch_sampler", f"_BatchesOnDevice(len({n}), {size}{rest}, device={device!r})")
 
 
+# what a preloaded DataLoader sets itself, or must not be given with num_workers=0
+_PRELOAD_KEYS = ("num_workers", "collate_fn", "pin_memory", "persistent_workers", "prefetch_factor")
+
+
+def _without_loader_keys(c: cst.Call) -> cst.Call:
+    """Each ``**kwargs`` of the call without the keys the preloaded loader sets: pytorch/examples'
+    ``DataLoader(dataset1, **train_kwargs)`` whose dict holds num_workers would otherwise get it
+    twice (TypeError), and persistent workers with none raise."""
+    keys = ", ".join(repr(k) for k in _PRELOAD_KEYS)
+    args = [a.with_changes(value=cst.parse_expression(
+                f"{{k: v for k, v in ({code_of(a.value)}).items() if k not in ({keys})}}"))
+            if a.star == "**" else a for a in c.args]
+    return c.with_changes(args=args)
+
+
 def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
     """preload-dataset: every sample collated once onto the device (_PreloadedOnDevice), and
     the batches drawn as the DataLoader drew them, as index tensors there (_BatchesOnDevice);
@@ -372,6 +387,7 @@ def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
 
     def edit(c: cst.Call) -> cst.Call:
         c = remove_arg(remove_arg(c, "persistent_workers"), "prefetch_factor")
+        c = _without_loader_keys(c)
         if not keeps:
             c = _batch_sampler(c, counted, device)
         c = set_arg(c, "dataset", preloaded, 0)
