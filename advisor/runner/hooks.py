@@ -11,7 +11,6 @@ global module forward hooks (advisor::forward, model input), ``Tensor.to`` / ``T
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 from time import perf_counter
 
@@ -24,6 +23,7 @@ from torch.optim.optimizer import (
 from advisor.runner import epochs
 from advisor.runner._util import Patcher
 from advisor.runner.copies import CopyHooks
+from advisor.runner.items import ItemHooks
 from advisor.runner.observe import first_tensor
 from advisor.runtime.patching import in_loading, loading
 
@@ -31,7 +31,7 @@ _is_compiling = torch.compiler.is_compiling
 _get_ident = threading.get_ident
 
 
-class Hooks(CopyHooks):
+class Hooks(CopyHooks, ItemHooks):
     def __init__(self, ctl, obs):
         self.c = ctl
         self.obs = obs
@@ -352,45 +352,6 @@ class Hooks(CopyHooks):
 
         self.loop.set(torch.optim.Optimizer, "zero_grad", make(torch.optim.Optimizer.zero_grad))
         self.loop.set(torch.nn.Module, "zero_grad", make(torch.nn.Module.zero_grad))
-
-    # ------------------------------------------------------------------ .item()
-    def _time_item(self) -> None:
-        """The host time the timed window spends in .item() on device tensors: whether the
-        host waits for the GPU there, measured without the profiler (which slows the host and
-        hides these waits in a profiled trace: docs/measurement.md). One perf_counter pair per
-        call; ADV110 reads it."""
-        clock, seen = self.c.clock, self.c.seen
-        orig = torch.Tensor.item
-
-        @functools.wraps(orig)
-        def item(t):
-            # is_compiling first: traced by torch.compile, the wrapper then reads no controller
-            # state, so no guard on it recompiles the model when the window opens
-            if _is_compiling() or t.is_cpu or clock.phase != "measure" or clock.settle:
-                return orig(t)
-            t0 = perf_counter()
-            try:
-                return orig(t)
-            finally:
-                seen.waited_in_item(perf_counter() - t0)
-
-        self.permanent.set(torch.Tensor, "item", item)
-
-    def _patch_item(self) -> None:
-        """Where the script reads device scalars back (ADV110's evidence, defer-syncs' edit)."""
-        hooks, c = self, self.c
-        orig = torch.Tensor.item
-
-        @functools.wraps(orig)
-        def item(t):
-            if not _is_compiling() and hooks.loop_active:  # compile first: no guard on the flag
-                try:
-                    hooks.obs.on_item(sys._getframe(1), c.clock.steps_seen, not t.is_cpu)
-                except Exception as e:
-                    c.internal_error(".item() observation", e)
-            return orig(t)
-
-        self.loop.set(torch.Tensor, "item", item)
 
 
 def _has_parameters(module) -> bool:
