@@ -111,6 +111,18 @@ def micro_batches(child: dict) -> int:
     return max(1, int(statistics.median_low([min(r[1], r[2]) for r in rows])))
 
 
+def step_source_text(child: dict) -> str | None:
+    """What ended the steps, in words, where it was not a torch.optim optimizer's step."""
+    source = child.get("step_source")
+    if source == "parameter-update":
+        return ("steps counted by parameter updates: no torch.optim optimizer stepped, so a step ended "
+                "where the parameters a backward pass produced gradients for had changed (several backward "
+                "passes before one update are one step); where that is wrong, advisor.step() marks them")
+    if source == "advisor.step":
+        return "steps marked by advisor.step() in the script"
+    return None
+
+
 def left_out_text(child: dict) -> str | None:
     """What the window took out (runner/oneoffs.py), in words; None when nothing."""
     left = {k: v for k, v in (child.get("left_out_steps") or {}).items() if isinstance(v, int) and v > 0}

@@ -158,7 +158,7 @@ def build_run_document(spec: dict, child: dict, analysis: dict | None, findings:
         "applied": child.get("interventions_applied") or [],
         "environment": child.get("environment") or {},
         "memory": child.get("memory") or {},
-        "notes": [*(child.get("notes") or []), *filter(None, [measure.left_out_text(child)])],
+        "notes": [*(child.get("notes") or []), *filter(None, [measure.step_source_text(child), measure.left_out_text(child)])],
         "traces": {spec["run_name"]: child.get("trace_files") or []},
         "analysis": analysis,
         "findings": findings,

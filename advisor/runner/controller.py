@@ -129,6 +129,8 @@ class Controller:
             import weakref
 
             clock.anchor = weakref.ref(opt)
+            if not clock.explicit:   # its steps from here, whatever counted the earlier ones
+                clock.step_source = "optimizer-hook"
             if self.observer is not None:
                 self.observer.anchor_optimizer(opt)
         elif anchor() is not opt:
@@ -147,6 +149,22 @@ class Controller:
             clock.explicit = True
             clock.step_source = "advisor.step"
             self.pending = False
+            self.optimizer_made()
+        self._boundary()
+
+    def optimizer_made(self) -> None:
+        """The script made a torch.optim optimizer (or marks its own steps): steps are not
+        counted from the parameters' updates (runner/updates.py)."""
+        if self.hooks is not None and self.hooks.updates.on:
+            self.hooks.updates.off()
+
+    def parameters_updated(self) -> None:
+        """No optimizer steps, and the parameters the last backward produced gradients for have
+        changed since (runner/updates.py): a step ended. Seen at the start of a hooked event
+        (the next backward, outermost forward or batch), outside any range: taken here."""
+        if self.forked:
+            return
+        self.clock.step_source = "parameter-update"
         self._boundary()
 
     def commit(self) -> None:
@@ -331,6 +349,9 @@ class Controller:
         if not stopped and self.pending:  # the last step ended (its optimizer stepped) before the script did
             self.pending = False
             self._boundary()
+            stopped = outcome.stop_requested
+        if not stopped and self.hooks is not None and self.hooks.updates.changed():  # its update, with no optimizer
+            self.parameters_updated()
             stopped = outcome.stop_requested
         self.profiling.stop()
         self._stop_watch()

@@ -6,12 +6,13 @@ iterator ``__next__`` (advisor::data, data-wait time, batch size), ``Tensor.back
 ``torch.save`` (a sign of work: runner/liveness.py, as batches, backwards and forwards are too).
 Loop hooks (removed when the measure stage starts, so measured steps pay nothing for them):
 global module forward hooks (advisor::forward, model input), ``Tensor.to`` / ``Tensor.cuda``
-(advisor::h2d, in copies.py), ``Optimizer.zero_grad`` / ``Module.zero_grad`` (advisor::zero_grad)."""
+(advisor::h2d, in copies.py), ``Optimizer.zero_grad`` / ``Module.zero_grad`` (advisor::zero_grad).
+Where no optimizer steps, the backward, the outermost forward and the DataLoader batch look for
+the parameters' update that ends a step (runner/updates.py)."""
 
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 from time import perf_counter
 
@@ -24,14 +25,16 @@ from torch.optim.optimizer import (
 from advisor.runner import epochs
 from advisor.runner._util import Patcher
 from advisor.runner.copies import CopyHooks
+from advisor.runner.items import ItemHooks
 from advisor.runner.observe import first_tensor
+from advisor.runner.updates import ParameterUpdates
 from advisor.runtime.patching import in_loading, loading
 
 _is_compiling = torch.compiler.is_compiling
 _get_ident = threading.get_ident
 
 
-class Hooks(CopyHooks):
+class Hooks(CopyHooks, ItemHooks):
     def __init__(self, ctl, obs):
         self.c = ctl
         self.obs = obs
@@ -48,6 +51,7 @@ class Hooks(CopyHooks):
         self._first_iter = None
         self._h2d_done = False
         self._main_ident = threading.main_thread().ident
+        self.updates = ParameterUpdates(Patcher, lambda e: ctl.internal_error("parameter-update steps", e))
 
     # ------------------------------------------------------------------ install / remove
     def install(self) -> None:
@@ -88,6 +92,7 @@ class Hooks(CopyHooks):
 
     def remove_all(self) -> None:
         self.remove_loop_hooks()
+        self.updates.off()   # its Tensor.data wrapper, if any
         self.permanent.undo()
 
     def _ranged(self, name: str, fn, *args, **kwargs):
@@ -109,6 +114,8 @@ class Hooks(CopyHooks):
         if _is_compiling():
             return None
         c = self.c
+        if self.updates.on:   # before it changes a parameter: its steps are the steps
+            self.updates.off()
         if c.pending:
             c.commit()
         if self._ranges_on():
@@ -124,6 +131,12 @@ class Hooks(CopyHooks):
         self.c.optimizer_stepped(opt)
         return None
 
+    def updated(self) -> None:
+        """Where no optimizer steps: the parameters the last backward produced gradients for
+        have changed since it ended, so a step ended (runner/updates.py)."""
+        if self.updates.changed():
+            self.c.parameters_updated()
+
     # ------------------------------------------------------------------ data
     def _patch_dataloader(self) -> None:
         from torch.utils.data.dataloader import _BaseDataLoaderIter
@@ -136,6 +149,8 @@ class Hooks(CopyHooks):
             c.progress_log.alive()
             if c.pending:
                 c.commit()
+            if hooks.updates.armed:
+                hooks.updated()
             tok = c.ranges.push("advisor::data") if hooks._ranges_on() else None
             seen.counted(0)
             t0 = perf_counter()
@@ -208,12 +223,16 @@ class Hooks(CopyHooks):
         hooks, c = self, self.c
         orig_tb = torch.Tensor.backward
 
-        def run(loss, fn, *a, **k):
+        def run(loss, roots, fn, *a, **k):
             if hooks._in_backward or _is_compiling():
                 return fn(*a, **k)
             c.progress_log.alive()
             if c.pending:
                 c.commit()
+            updates = hooks.updates
+            if updates.on:   # no optimizer: did the last backward's parameters change since?
+                hooks.updated()
+                updates.before_backward(roots)
             losses = c.losses
             if losses.current is None and isinstance(loss, torch.Tensor):
                 losses.saw(hooks._loss_of(loss))
@@ -221,13 +240,15 @@ class Hooks(CopyHooks):
             c.oneoffs.backward()
             hooks._in_backward = True
             try:
-                return hooks._ranged("advisor::backward", fn, *a, **k)
+                out = hooks._ranged("advisor::backward", fn, *a, **k)
             finally:
                 hooks._in_backward = False
+            updates.after_backward()
+            return out
 
         @functools.wraps(orig_tb)
         def backward(self, *a, **k):
-            return run(self, orig_tb, self, *a, **k)
+            return run(self, (self,), orig_tb, self, *a, **k)
 
         self.permanent.set(torch.Tensor, "backward", backward)
 
@@ -235,10 +256,8 @@ class Hooks(CopyHooks):
 
         @functools.wraps(orig_ab)
         def autograd_backward(tensors, *a, **k):
-            loss = tensors
-            if isinstance(loss, (list, tuple)) and loss:
-                loss = loss[0]
-            return run(loss, orig_ab, tensors, *a, **k)
+            roots = tensors if isinstance(tensors, (list, tuple)) else (tensors,)
+            return run(roots[0] if roots else None, roots, orig_ab, tensors, *a, **k)
 
         self.permanent.set(torch.autograd, "backward", autograd_backward)
 
@@ -293,6 +312,8 @@ class Hooks(CopyHooks):
         if d:
             self.depth = d + 1
             return None
+        if self.updates.armed:
+            self.updated()
         self.depth = 1
         if torch.is_grad_enabled():
             c.seen.counted(2)
@@ -352,45 +373,6 @@ class Hooks(CopyHooks):
 
         self.loop.set(torch.optim.Optimizer, "zero_grad", make(torch.optim.Optimizer.zero_grad))
         self.loop.set(torch.nn.Module, "zero_grad", make(torch.nn.Module.zero_grad))
-
-    # ------------------------------------------------------------------ .item()
-    def _time_item(self) -> None:
-        """The host time the timed window spends in .item() on device tensors: whether the
-        host waits for the GPU there, measured without the profiler (which slows the host and
-        hides these waits in a profiled trace: docs/measurement.md). One perf_counter pair per
-        call; ADV110 reads it."""
-        clock, seen = self.c.clock, self.c.seen
-        orig = torch.Tensor.item
-
-        @functools.wraps(orig)
-        def item(t):
-            # is_compiling first: traced by torch.compile, the wrapper then reads no controller
-            # state, so no guard on it recompiles the model when the window opens
-            if _is_compiling() or t.is_cpu or clock.phase != "measure" or clock.settle:
-                return orig(t)
-            t0 = perf_counter()
-            try:
-                return orig(t)
-            finally:
-                seen.waited_in_item(perf_counter() - t0)
-
-        self.permanent.set(torch.Tensor, "item", item)
-
-    def _patch_item(self) -> None:
-        """Where the script reads device scalars back (ADV110's evidence, defer-syncs' edit)."""
-        hooks, c = self, self.c
-        orig = torch.Tensor.item
-
-        @functools.wraps(orig)
-        def item(t):
-            if not _is_compiling() and hooks.loop_active:  # compile first: no guard on the flag
-                try:
-                    hooks.obs.on_item(sys._getframe(1), c.clock.steps_seen, not t.is_cpu)
-                except Exception as e:
-                    c.internal_error(".item() observation", e)
-            return orig(t)
-
-        self.loop.set(torch.Tensor, "item", item)
 
 
 def _has_parameters(module) -> bool:

@@ -207,6 +207,7 @@ class Observer:
         entry = {"value": value, "where": self.site()}
         self._optims[opt] = entry
         self.config.setdefault("optimizer", entry)
+        self.ctl.optimizer_made()
 
     def anchor_optimizer(self, opt) -> None:
         entry = self._optims.get(opt)

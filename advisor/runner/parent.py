@@ -309,8 +309,8 @@ def _reasons(r: dict, total: int, kill_reason, interrupted: bool, missing: bool)
         where = "before the first step" if steps == 0 else f"after {steps} steps"
         out.append(f"script exited with code {rc} {where}")
     elif steps == 0:
-        out.append("script finished without a training step: no torch.optim optimizer stepped "
-                   "and advisor.step() was never called")
+        out.append("script finished without a training step: no torch.optim optimizer stepped, no backward "
+                   "pass was followed by an update of its parameters, and advisor.step() was never called")
     elif r.get("stage") != "measured":
         out.append(f"script finished after {steps} steps, fewer than "
                    f"warmup+measure+profile={total}")
