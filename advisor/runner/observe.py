@@ -147,8 +147,12 @@ class Observer:
 
         obs, original = self, torch.nn.Module.__call__
 
+        compiling = torch.compiler.is_compiling
+
         def call(module, *a, **k):
-            if not in_loading() and any(True for _ in module.parameters()):
+            # traced by torch.compile first: no state read, no class attribute set (either would
+            # add a guard, and a graph the script without advisor does not have)
+            if not compiling() and not in_loading() and any(True for _ in module.parameters()):
                 torch.nn.Module.__call__ = original     # one look: no cost on later calls
                 obs._safe("first model observation",
                           lambda: obs.config.__setitem__("first_model", obs.placements.entry(module)))
