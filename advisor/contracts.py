@@ -253,6 +253,7 @@ def conform(value, shape):
 
 _NUMS = MapOf(NUM)
 _ROOF_ROW = {"samples_per_s": NUM, "achieved_tflops": NUM, "dtype": SCALAR, "peak_tflops": NUM, "mfu": NUM,
+             "dtype_mfu": NUM, "yardstick_tflops": NUM,
              "status": SCALAR, "reason": SCALAR}
 _TRIAL = {"name": SCALAR, "fix": SCALAR, "status": SCALAR, "reason": SCALAR, "description": SCALAR, "origin": SCALAR,
           "rung_note": SCALAR, "interventions": [ANY], "traces": [ANY], "apart": ANY, "ceiling": ANY,

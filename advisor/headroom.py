@@ -1,6 +1,7 @@
 """How far from the limit: the model's FLOPs per sample (runner/flops.py, the baseline's) turned
 into achieved TFLOP/s and MFU for the baseline, the kept stack and the data-free ceiling (its trial:
-advisor.trials.ceiling), against the GPU's dense peak for the dtype each runs in (advisor.roofline)."""
+advisor.trials.ceiling), each against one yardstick, the GPU's dense bf16 peak, with the dtype's own
+peak beside it (advisor.roofline)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def flops_per_sample(child: dict) -> float | None:
 
 def summary(doc: dict, child: dict) -> dict:
     """run.json's "roofline": FLOPs, and per run (baseline, kept stack, ceiling) samples/s,
-    TFLOP/s, the dtype's peak, MFU; the stack as a fraction of the ceiling."""
+    TFLOP/s, MFU against the bf16 peak, the dtype's peak and MFU against it (dtype_mfu); the
+    stack as a fraction of the ceiling."""
     gpu = (doc.get("environment") or {}).get("gpu_name")
     fps = flops_per_sample(child)
     flops = child.get("flops") or {}
@@ -28,8 +30,9 @@ def summary(doc: dict, child: dict) -> dict:
     # samples/s count every rank's batch; TFLOP/s and MFU are each GPU's (one rank a GPU)
     gpus = max(1, int((doc.get("measurement") or {}).get("ranks") or 1))
 
-    def for_rate(rate, dtype):
-        return roofline.for_rate(fps, rate / gpus if rate else rate, gpu, dtype)
+    def for_rate(rate, dtype):   # every run's MFU on one scale: the bf16 peak (roofline.on_yardstick)
+        return roofline.on_yardstick(roofline.for_rate(fps, rate / gpus if rate else rate, gpu, dtype),
+                                     out["bf16_peak_tflops"])
     out["baseline"] = {"samples_per_s": base_rate, **for_rate(base_rate, roofline.compute_dtype(doc.get("config")))}
     trials = doc.get("trials") or []
     kept = measure.kept_trial(trials)

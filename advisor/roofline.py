@@ -155,6 +155,21 @@ def for_rate(flops_per_sample: float | None, samples_per_s: float | None,
     return out
 
 
+def on_yardstick(row: dict, yard_peak: float | None) -> dict:
+    """One row with its MFU against one yardstick, the GPU's best dense training peak (bf16 /
+    fp16 Tensor Cores): a baseline in fp32 and a stack in bf16 then read on the same scale (each
+    against its own dtype's peak, an fp32 baseline could show 48% and the faster bf16 stack 7%).
+    The dtype's own MFU stays beside it (``dtype_mfu``); with no bf16 peak known (a V100) the
+    dtype's is the yardstick."""
+    out = dict(row)
+    out["dtype_mfu"] = row.get("mfu")
+    achieved = row.get("achieved_tflops")
+    if yard_peak:
+        out["yardstick_tflops"] = yard_peak
+        out["mfu"] = achieved / yard_peak if achieved is not None else None
+    return out
+
+
 def _num(v: float) -> str:
     # three significant figures, but never scientific notation for big peaks (1979)
     return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.3g}"
@@ -168,6 +183,12 @@ def describe(util: dict) -> str:
         return f"achieved TFLOP/s unknown (no FLOP count or step time{tail})"
     if not peak:
         return f"{_num(achieved)} TFLOP/s achieved (no peak known for this GPU)"
+    yard = util.get("yardstick_tflops")
+    if yard and dtype not in ("bf16", "fp16") and util.get("mfu") is not None:
+        own = util.get("dtype_mfu")
+        own_text = f"; {own * 100:.1f}% of the {_num(peak)} {dtype} peak" if own is not None else ""
+        return f"{_num(achieved)} TFLOP/s achieved in {dtype} (MFU {util['mfu'] * 100:.1f}% of the {_num(yard)} " \
+               f"bf16 peak{own_text})"
     mfu = util.get("mfu")
     mfu = achieved / peak if mfu is None else mfu
     return f"{_num(achieved)} TFLOP/s achieved of {_num(peak)} {dtype} peak (MFU {mfu * 100:.1f}%)"
