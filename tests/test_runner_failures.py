@@ -101,6 +101,18 @@ def test_raises_mid_run(runs):
     assert "advisor" not in err and 'train.py", line' in err
 
 
+def test_a_script_that_ends_with_enough_steps_but_an_open_window_is_not_said_to_be_short():
+    """40 steps where 29 were planned, but each so fast that the timed window's minimum time was
+    not up when the script ended (a trial's preload on a one-epoch script): the reason says so,
+    not "fewer than 29"."""
+    from advisor.runner.parent import _reasons
+
+    r = {"exit": {"code": 0, "exception": None}, "steps_seen": 40, "stage": "finished-early"}
+    assert _reasons(r, 29, None, False, False) == [
+        "script finished after 40 steps, before advisor's timed window had run its minimum time "
+        "(stage 'finished-early')"]
+
+
 def test_exit_code_early(runs):
     res, out, err, child = runs["exit2"]
     assert res["incomplete_reasons"] == ["script exited with code 2 before the first step"]

@@ -311,9 +311,14 @@ def _reasons(r: dict, total: int, kill_reason, interrupted: bool, missing: bool)
     elif steps == 0:
         out.append("script finished without a training step: no torch.optim optimizer stepped, no backward "
                    "pass was followed by an update of its parameters, and advisor.step() was never called")
-    elif r.get("stage") != "measured":
+    elif r.get("stage") != "measured" and steps < total:
         out.append(f"script finished after {steps} steps, fewer than "
                    f"warmup+measure+profile={total}")
+    elif r.get("stage") != "measured":
+        # enough steps, but too fast for the timed window's minimum time (a fix that made each
+        # step much faster on a short script): the window had not closed when the script ended
+        out.append(f"script finished after {steps} steps, before advisor's timed window had run its minimum "
+                   f"time (stage {r.get('stage')!r})")
     if not out:
         out.append(f"child ended at stage {r.get('stage')!r} with exit code {rc}")
     return out
