@@ -1061,6 +1061,17 @@ def test_the_data_free_ceiling_runs_after_the_ladder_on_the_kept_compute_fixes(t
     assert _rec(result, "ceiling-data-free")["status"] == "skipped" and calls[-1][0] != "ceiling-data-free"
 
 
+def test_a_ceiling_slower_than_the_stack_it_should_bound_is_not_called_a_bound(tmp_path):
+    """A cached-batch run slower than the kept stack (a loaded CPU host: 3,253 against 6,771
+    samples/s) bounds nothing: it is recorded as measured, with why, and the roofline ignores it."""
+    speeds = {(): [100.0], ("preload-dataset",): [20.0], ("cached-batch",): [40.0]}
+    base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8, "num_workers": 0}}}}
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("preload-dataset", 50.0)], baseline=base, with_ceiling=True)
+    rec = _rec(result, "ceiling-data-free")
+    assert rec["status"] == "measured" and "not a bound here: it ran 50% slower than the kept stack" in rec["reason"]
+    assert "no data fix can make" not in rec["reason"]
+
+
 def test_an_accepted_group_value_is_settled_before_other_fixes_run_on_top(tmp_path):
     """Worker counts compete as a group: the other count is tried right after the accepted
     one, and the next fix runs on the winner, not on the stack without it. (ADV118 asked for

@@ -32,7 +32,14 @@ def measure_ceiling(after: After) -> TrialRecord | None:
         child, analysis, _ = after.process(NAME, stack, profile=False)
         rec.update(description=mod.describe({}), changes_numerics=True, interventions=[c.key for c in stack],
                    **measure.trial_figures(child, analysis, after.base))
-        if child.get("status") == "complete" and rec.get("samples_per_s"):
+        gain = measure.pooled_gain([child], after.reference.runs) if after.reference.runs else None
+        if child.get("status") == "complete" and rec.get("samples_per_s") and gain is not None \
+                and gain < -max(after.reference.noise, measure.MIN_GAIN):
+            # slower than the stack it stands above: the host, not the data, set both rates
+            rec.update(status="measured", reason=f"not a bound here: it ran {-gain:.0%} slower than the kept stack "
+                                                 f"it should bound, beyond the {after.reference.noise:.0%} run-to-run "
+                                                 "noise; on this host the data pipeline is not what limits the step")
+        elif child.get("status") == "complete" and rec.get("samples_per_s"):
             rec.update(status="bound", reason="the kept stack's compute fixes, every batch one cached batch on the "
                                               "device: no data fix can make the step faster than this")
         else:
