@@ -189,6 +189,7 @@ class Analyze:
         doc["trials"] = result["trials"]
         doc["trial_summary"] = {k: result.get(k) for k in ("noise", "threshold", "stack", "interrupted", "processes",
                                                            "lookahead")}
+        doc["trial_summary"].update({k: result[k] for k in ("unsettled", "settled") if result.get(k)})
         if result["stack"]:
             self._patch_kept(opts, doc, child, result, doc.get("run_length"))
         pressed = self.ctrl_c.pressed()  # asked first: a second press stops here at once

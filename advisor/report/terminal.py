@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import textwrap
 
 from rich import box
@@ -156,6 +155,10 @@ def print_summary(doc: dict, console: Console) -> None:
         console.print(tt)
         for line in trial_reasons(doc):
             console.print(line, highlight=False)
+    summary = doc.get("trial_summary") or {}
+    for key, style in (("settled", "yellow"), ("unsettled", "bold yellow")):
+        if summary.get(key):
+            console.print(f"[{style}]{escape(str(summary[key]))}[/]")
     from advisor.headroom import lines as headroom_lines
     for line in headroom_lines(doc.get("roofline")):
         console.print(escape(line), highlight=False)
@@ -170,10 +173,6 @@ def print_summary(doc: dict, console: Console) -> None:
     for change in (c for n in patch.get("notes") or [] for c in n.get("env_changes") or []):
         console.print(f"run it with {escape(change['name'])}={escape(str(change['to']))} "
                       f"(the environment had {escape(str(change['from']))})")
-    if patch.get("command") and (patch.get("file") or any(n.get("argv_changes") or n.get("env_changes")
-                                                           for n in patch.get("notes") or [])):
-        # one copyable line: the command the verification ran on the patched tree
-        console.print(f"run: {escape(shlex.join(str(a) for a in patch['command']))}", highlight=False, soft_wrap=True)
     for fix, why in (patch.get("left_out") or {}).items():
         console.print(f"left out of fixes.patch: {escape(str(fix))}: {escape(str(why))}")
     e2e = patch.get("end_to_end")
@@ -194,6 +193,10 @@ def print_summary(doc: dict, console: Console) -> None:
     line = sandbox_line(doc.get("sandbox"))
     if line:
         console.print(escape(line), highlight=False)
+    from advisor.report.outcome import outcome_lines
+    console.rule("summary", style="dim")
+    for line in outcome_lines(doc):
+        console.print(escape(line), highlight=False, soft_wrap=True)
     console.print(f"report: {escape(str(doc.get('run_dir')))}/index.html")
 
 

@@ -135,6 +135,8 @@ def headline(doc: dict, rows: list[dict]) -> dict:
     if best:
         verdict = (f"{len([r for r in rows if r['status'] == 'accepted' and not r['apart']])} fix(es) kept, "
                    f"each faster than the noise threshold: {' + '.join(best['stack'] + [best['label']])}")
+    elif summary.get("unsettled"):
+        verdict = str(summary["unsettled"])[:1].upper() + str(summary["unsettled"])[1:] + "."
     elif tried and threshold is not None and noise is not None:
         verdict = (f"No fix was proven: run-to-run noise was {noise:.1%}, so advisor accepts only gains above "
                    f"{threshold:.1%}; {len(tried)} trial(s) ran and none cleared it.")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from advisor import engine, fixes, measure
 from advisor.contracts import TrialRecord
-from advisor.trials import apart, guesses, rungs, scaling
+from advisor.trials import apart, guesses, rungs, sanity, scaling
 from advisor.trials.candidates import Candidate, candidates_from_findings
 from advisor.trials.lookahead import Lookahead, default_count
 from advisor.trials.process import Pending, TrialContext
@@ -122,6 +122,8 @@ class _Ladder:
         try:
             self.queue = candidates_from_findings(self.ctx.baseline_findings, self.ctx.environment, self.ctx.only)
             self._reference()
+            if self.result.get("unsettled"):   # nothing can be judged on this host: nothing more runs
+                return self.result
             while self.queue and not self.stopping():
                 cand = self._pick()
                 if cand is None:
@@ -229,6 +231,8 @@ class _Ladder:
         # Trials run seeded (spec seed 0) and so does the repeat; the baseline ran exactly as
         # python would, unseeded. Losses are compared with the seeded twin when there is one.
         self.loss_ref = repeat if repeat_ok else self.base
+        if repeat_ok and self.noise > sanity.IMPLAUSIBLE and not self._retime(repeat):
+            return
         threshold = measure.acceptance_threshold(self.noise)
         if not repeat_ok:   # a crashed reference measured nothing: it yields no noise figure
             from advisor.runner.parent import format_reasons
@@ -240,9 +244,48 @@ class _Ladder:
                                 "interventions": [], **measure.trial_figures(repeat, None, self.base)})
             return
         self.result.update(noise=self.noise, threshold=threshold)
+        if not any(t["name"] == REPEAT for t in self.trials):   # re-timed: its record is in already
+            self.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "reference",
+                                "reason": f"run-to-run noise {self.noise:.1%}; one run against one is accepted above "
+                                          f"{threshold:.1%}", "interventions": [],
+                                **measure.trial_figures(repeat, None, self.base)})
+
+    def _retime(self, repeat: dict) -> bool:
+        """The baseline and its repeat disagree beyond any plausible noise (advisor.trials.sanity):
+        say why, time the reference again, and go on with the runs that agree. False when none
+        do: result["unsettled"] says the host is too noisy to judge fixes, and no trial runs."""
+        named = [("the baseline", self.base), ("its repeat", repeat)]
+        apart = self.noise
+        why = sanity.diagnose(named, self.ctx.environment.get("cpu_count"))
         self.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "reference",
-                            "reason": f"run-to-run noise {self.noise:.1%}; one run against one is accepted above {threshold:.1%}",
+                            "reason": f"{apart:.0%} from the baseline, beyond any run-to-run noise: {why}; timed again",
                             "interventions": [], **measure.trial_figures(repeat, None, self.base)})
+        runs, left, noise = [self.base, repeat], None, None
+        for i in range(sanity.RETIMES):
+            name = f"{REPEAT}-{i + 2}"
+            self.say(f"the baseline and its repeat are {apart:.0%} apart: timing it again ({name})")
+            extra, _, _ = self.process(name, [], profile=False)
+            if extra.get("status") == "complete":
+                runs.append(extra)
+                named.append((name, extra))
+            self.trials.append({"name": name, "fix": "baseline (repeat)", "status": "reference",
+                                "reason": "timed again: the baseline and its repeat disagreed", "interventions": [],
+                                **measure.trial_figures(extra, None, self.base)})
+            kept, left, noise = sanity.settle(runs)
+            if noise is not None:
+                break
+        if noise is None:
+            self.result["unsettled"] = (f"the host is too noisy to judge fixes: the same script measured "
+                                        f"{sanity.rates_text(named)} a step ({why}); no fix was trialled. "
+                                        "Run advisor on a quieter host, or with a longer --warmup and --min-time")
+            self.result.update(noise=measure.pooled_noise([runs]), threshold=None)
+            self.queue = []
+            return False
+        self.groups, self.ref_runs, self.noise = [kept], kept, noise
+        out = next((name for name, r in named if r is left), None)
+        self.result["settled"] = (f"the baseline and its repeat were {apart:.0%} apart ({why}); timed again, "
+                                  + (f"{out} left out, " if out else "") + f"the runs agree within {noise:.1%}")
+        return True
 
     def _trial(self, cand: Candidate) -> None:
         ctx = self.ctx

@@ -1,0 +1,59 @@
+"""Measurement sanity (advisor.trials.sanity): a baseline and its repeat 10x apart are a failed
+measurement, not noise: advisor says why, times the reference again, and judges fixes against
+the runs that agree, or says the host is too noisy to judge any."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.report.outcome import outcome_lines
+from advisor.trials import sanity
+from tests.test_trials_ladder import _finding, _rec, _timed, ladder
+
+
+def test_runs_that_agree_are_kept_and_one_outlier_is_left_out():
+    a, b, c = _timed(100.0), _timed(104.0), _timed(1000.0)
+    assert sanity.settle([a, b]) == ([a, b], None, pytest.approx(0.04))
+    kept, left, noise = sanity.settle([c, a, b])
+    assert kept == [a, b] and left is c and noise == pytest.approx(0.04)
+    assert sanity.settle([c, a]) == ([c, a], None, None)                 # two runs: no majority
+    assert sanity.settle([_timed(10.0), _timed(100.0), _timed(1000.0)])[2] is None
+
+
+def test_the_cause_is_read_from_the_step_times_and_the_host(monkeypatch):
+    monkeypatch.setattr(sanity, "load_average", lambda: 7.5)
+    warming = {**_timed(10.0), "step_times_ms": [90.0, 80.0, 70.0, 12.0, 10.0, 10.0, 10.0, 10.0, 10.0]}
+    one_off = {**_timed(10.0), "step_times_ms": [10.0] * 8 + [400.0]}
+    why = sanity.diagnose([("the baseline", warming), ("its repeat", one_off)], cpu_count=2)
+    assert "the baseline's timed window was still warming up (its first steps 80.0 ms, its last 10.0 ms)" in why
+    assert "one step of 400.0 ms inside its repeat's window (its median 10.0 ms)" in why
+    assert "the host is loaded (load average 7.5 on 2 cores)" in why
+    monkeypatch.setattr(sanity, "load_average", lambda: 0.1)
+    assert sanity.diagnose([("the baseline", _timed(10.0))], cpu_count=2).startswith("nothing in the runs'")
+
+
+def test_a_baseline_ten_times_slower_than_its_repeat_is_timed_again_and_left_out(tmp_path):
+    """Baseline 1000 ms, repeat 100 ms: not "noise 900%, accepted above 1800%". The reference
+    is timed again, agrees with the repeat, the baseline is left out of the reference, and the
+    fix is judged at the noise of the runs that agree."""
+    speeds = {(): [100.0, 104.0], ("set-to-none",): [50.0]}
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 10.0)], baseline=_timed(1000.0))
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "00-baseline-repeat-2", "01-set-to-none"]
+    assert result["noise"] == pytest.approx(0.04) and result["threshold"] < 0.1
+    assert "timed again, the baseline left out, the runs agree within 4.0%" in result["settled"]
+    assert "900%" in _rec(result, "00-baseline-repeat")["reason"] and "beyond any run-to-run noise" in \
+        _rec(result, "00-baseline-repeat")["reason"]
+    assert _rec(result, "01-set-to-none")["status"] == "accepted"
+
+
+def test_runs_that_never_agree_stop_the_trials_and_say_so(tmp_path):
+    speeds = {(): [10.0, 300.0, 40.0], ("set-to-none",): [50.0]}
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 10.0)], baseline=_timed(1000.0))
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "00-baseline-repeat-2", "00-baseline-repeat-3"]
+    text = result["unsettled"]
+    assert text.startswith("the host is too noisy to judge fixes: the same script measured the baseline 1000.0 ms, "
+                           "its repeat 10.0 ms, 00-baseline-repeat-2 300.0 ms, 00-baseline-repeat-3 40.0 ms a step")
+    assert result["stack"] == [] and result["threshold"] is None
+    doc = {"findings": [{"severity": "warning"}], "trials": result["trials"],
+           "trial_summary": {"unsettled": text}}
+    assert outcome_lines(doc)[1] == f"kept: nothing: {text}"
