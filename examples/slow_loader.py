@@ -73,7 +73,7 @@ def parse_args(argv=None):
                    help="stop after this many optimizer steps; default: 90 on cuda, 40 on cpu")
     p.add_argument("--workers", type=int, default=0, help="DataLoader num_workers (default 0)")
     p.add_argument("--image-size", type=int, default=32)
-    p.add_argument("--sleep-ms", type=float, default=2.0, help="sleep per sample in __getitem__")
+    p.add_argument("--sleep-ms", type=float, default=5.0, help="sleep per sample in __getitem__")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warmup-steps", type=int, default=5,

@@ -148,6 +148,7 @@ def headline(doc: dict, rows: list[dict]) -> dict:
         verdict = interrupted_text(doc) + (f" {verdict}" if doc.get("trials") else "")
     return {"base": base, "best": best, "after": after, "speedup": speedup, "verdict": verdict,
             "noise": noise, "threshold": threshold, "repeat": repeat, "promising": under_noise[:3], "apart": apart,
+            "unsettled": summary.get("unsettled"), "settled": summary.get("settled"),
             "accepted": [r for r in rows if r["status"] == "accepted" and not r["apart"]],
             "mem_ratio": _ratio(after["peak_memory_bytes"], base["peak_memory_bytes"])}
 
