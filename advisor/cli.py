@@ -116,6 +116,9 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
                    help="trial processes started ahead on a guess of the next trial, each waiting at the "
                         "script's first CUDA use (default: 5 with 16+ cores, 3 with 12+, 2 with 8+, 1 with 4+, 0 below; "
                         "0 turns it off)")
+    p.add_argument("--verbose", action="store_true",
+                   help="show the script's output of every process (the repeat, each trial, the verification) "
+                        "on the terminal; by default the baseline's alone, the others' in their directory's stdout.txt")
     _add_rule_options(p)
     p.add_argument("--json", action="store_true",
                    help="print machine-readable results on stdout (the script's own output goes to stderr)")
