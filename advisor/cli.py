@@ -116,6 +116,9 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
                    help="trial processes started ahead on a guess of the next trial, each waiting at the "
                         "script's first CUDA use (default: 5 with 16+ cores, 3 with 12+, 2 with 8+, 1 with 4+, 0 below; "
                         "0 turns it off)")
+    p.add_argument("--verbose", action="store_true",
+                   help="show the script's output of every process (the repeat, each trial, the verification) "
+                        "on the terminal; by default the baseline's alone, the others' in their directory's stdout.txt")
     _add_rule_options(p)
     p.add_argument("--json", action="store_true",
                    help="print machine-readable results on stdout (the script's own output goes to stderr)")
@@ -176,13 +179,15 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("run", help="run directory (or its run.json)")
     c = sub.add_parser("compare", help="render two runs side by side (e.g. before and after fixes.patch), "
                                        "or gate a run's throughput against a base run (--fail-below)",
-                       description="Compare two runs: the HTML page (--out), a throughput gate for CI "
-                                   "(--fail-below), machine-readable numbers (--json). Exit codes: 0 done (gate "
+                       description="Compare two runs: side by side on the terminal (the default), the HTML page "
+                                   "(--out), a throughput gate for CI (--fail-below), machine-readable numbers "
+                                   "(--json). Exit codes: 0 done (gate "
                                    "passed), 1 a run is missing, incomplete or unmeasured, 2 usage error, "
                                    "3 the gate failed.")
     c.add_argument("run_a", metavar="BASE", help="run directory (or its run.json): the reference")
     c.add_argument("run_b", metavar="NEW", help="run directory (or its run.json): compared with the reference")
-    c.add_argument("--out", help="HTML file to write (needed unless --fail-below or --json is given)")
+    c.add_argument("--out", help="HTML file to write (without --out, --fail-below or --json: the comparison "
+                                 "is printed on the terminal)")
     c.add_argument("--names", help="labels of the two runs, comma-separated (default: the directory names)")
     c.add_argument("--fail-below", type=_fraction, metavar="FRACTION",
                    help="exit 3 when NEW's samples/s fall below FRACTION x BASE's (e.g. 0.95); steps/s "

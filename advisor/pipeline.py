@@ -67,6 +67,7 @@ class Analyze:
     on_stage: Callable | None = None     # the baseline's progress records (stage, step, info)
     ctrl_c: Interrupts = field(default_factory=Interrupts)
     started: float = field(default_factory=time.monotonic)
+    _told_quiet: bool = field(default=False, init=False)
 
     def run(self) -> tuple[RunDocument, dict]:
         """(run.json's document, the baseline's child result)."""
@@ -140,10 +141,19 @@ class Analyze:
             split = schedule.for_trials(self.opts, sched)
         return child, schedule.own_profiler_run(child, self.spec, self._run_child, self.progress), split
 
+    def _tell_quiet(self) -> None:
+        """Once, before the first process after the baseline: where the script's output goes now."""
+        if not self.opts.verbose and not self._told_quiet:
+            self._told_quiet = True
+            self.progress(f"the script's output is shown for the baseline only; each later process writes it to "
+                          f"stdout.txt in its own directory under {self.run_dir} (--verbose shows it)")
+
     def _run_child(self, spec: dict, on_progress=None) -> dict:
         """One process of the baseline's stage, under the run's limits."""
         from advisor.runner.parent import run_child
 
+        if spec.get("output_file"):
+            self._tell_quiet()
         return run_child(spec, timeout=self.opts.timeout, step_timeout=self.opts.step_timeout,
                          on_progress=on_progress, stdout_to_stderr=self.stages.json,
                          stall_timeout=self.opts.stall_timeout)
@@ -179,6 +189,7 @@ class Analyze:
         from advisor import trials
 
         st = self.stages
+        self._tell_quiet()
         ctx = trials.TrialContext(
             script=self.script, script_args=self.script_args, run_dir=self.run_dir, opts=opts, baseline=child,
             baseline_findings=doc["findings"], environment=doc["environment"], budget_s=st.budget_s,
@@ -247,6 +258,7 @@ class Analyze:
             return
         self.ctrl_c.stage = "verification"
         rundir.write_run(self.run_dir, doc)
+        self._tell_quiet()
         doc["patch"]["verification"] = verify.verify(
             self.script, self.script_args, self.run_dir, opts, diff, texts, notes, fixes, child, stack_rate,
             timeout=self.stages.trial_timeout, stdout_to_stderr=self.stages.json, progress=self.progress)

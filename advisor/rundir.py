@@ -9,6 +9,9 @@ from pathlib import Path
 import orjson
 
 DEFAULT_ROOT = "reports"
+# Written into a reports directory advisor creates itself, as pytest and ruff do in their caches:
+# the runs stay out of the user's `git status` (a directory that was there is left as it was).
+GITIGNORE = "# Created by advisor automatically: its runs stay out of git.\n*\n"
 
 
 def new_run_dir(script: str, out: str | None = None, root: str | None = None) -> Path:
@@ -32,6 +35,7 @@ def new_run_dir(script: str, out: str | None = None, root: str | None = None) ->
             raise OSError(f"--out {out}: cannot create the run directory ({exc.strerror or exc})") from None
         return _writable(path)
     base_root = Path(root or os.environ.get("ADVISOR_REPORTS", DEFAULT_ROOT)).absolute()
+    _create_root(base_root)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(script).stem) or "script"
     candidate = base_root / f"{stamp}-{stem}"
@@ -47,6 +51,21 @@ def new_run_dir(script: str, out: str | None = None, root: str | None = None) ->
             n += 1
         except OSError as exc:
             raise OSError(f"{candidate}: cannot create the run directory ({exc.strerror or exc})") from None
+
+
+def _create_root(root: Path) -> None:
+    """The reports directory, with its .gitignore when advisor is the one creating it; one that
+    exists (a .gitignore of its own or not, committed example reports under it) is left alone.
+    What fails here is said when the run directory under it cannot be created."""
+    try:
+        root.mkdir(parents=True)
+    except OSError:  # there already (or not creatable: new_run_dir says so)
+        return
+    try:
+        with open(root / ".gitignore", "x", encoding="utf-8") as f:
+            f.write(GITIGNORE)
+    except OSError:  # a runs directory without it still works
+        pass
 
 
 def _writable(path: Path) -> Path:

@@ -149,11 +149,11 @@ def own_profiler_run(first: dict, spec: dict, run, say=None) -> dict | None:
     (say or (lambda s: None))("running the script once more with its own profiler, for the traces it writes")
     where = Path(spec["run_dir"]) / "schedule" / "own-profiler"
     steps = int(first.get("steps_seen") or 0)
-    child = run({**spec, "run_dir": str(where), "run_name": "own-profiler", "tb_dir": str(where / "tb"),
-                 "warmup_steps": 10 ** 9, "measure_steps": 0, "profile_steps": 0, "own_profiler": True,
-                 "max_steps": steps + OWN_PROFILER_STEPS, "sandbox_writes": True, "record_lines": False,
-                 "workdir": None,   # the script's profiler writes where it asks, in the user's cwd
-                 "count_flops": False})
+    child = run(specs.quiet({**spec, "run_dir": str(where), "run_name": "own-profiler", "tb_dir": str(where / "tb"),
+                             "warmup_steps": 10 ** 9, "measure_steps": 0, "profile_steps": 0, "own_profiler": True,
+                             "max_steps": steps + OWN_PROFILER_STEPS, "sandbox_writes": True, "record_lines": False,
+                             "workdir": None,   # the script's profiler writes where it asks, in the user's cwd
+                             "count_flops": False}))
     own = child.get("own_profiler") or {}
     traces = [p for p in own.get("exports") or [] if Path(p).exists() or Path(p + ".gz").exists()]
     out = {"traces": traces, "steps": child.get("steps_seen"), "sessions": own.get("sessions", 0)}

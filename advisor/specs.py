@@ -27,6 +27,13 @@ class AnalyzeOptions:
     run_name: str = "baseline"
     nproc_per_node: int = 1          # >1: under torch.distributed.run, every rank under advisor (runner/ranks.py)
     thresholds: object = None        # advisor.thresholds.Thresholds the rules use (None: the defaults)
+    verbose: bool = False            # --verbose: every process's output on the terminal, not the baseline's alone
+
+
+# Where a process after the baseline writes the script's stdout and stderr, in its own run
+# directory (runner/bootstrap.py): a script that logs every step would otherwise print its
+# log once per process (the repeat, every trial, the ceiling, the verification).
+OUTPUT_FILE = "stdout.txt"
 
 
 def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeOptions,
@@ -52,13 +59,14 @@ def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeO
         # the baseline's alone are read, so trials do not pay for them
         "record_lines": True,
         "count_flops": True,   # one warm-up step's FLOPs (runner/flops.py): the baseline's serve every run
+        "verbose": opts.verbose,   # read by quiet(): the processes after the baseline keep their output
     }
 
 
 def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeOptions, name: str,
                interventions: list[dict], profile: bool = True, quiet_s: float = 0.0) -> dict:
     """A trial process's spec: under <run_dir>/trials/<name>, its trace in the run's tb/, seeded,
-    the script's writes redirected (sandbox), timed only when not `profile`; `quiet_s`: its
+    the script's writes redirected and its output kept in a file (sandbox), timed only when not `profile`; `quiet_s`: its
     window opens that long after it says so (processes started ahead: advisor.trials.lookahead)."""
     spec = make_spec(script, script_args, Path(run_dir) / "trials" / name, opts, interventions=interventions,
                      run_name=name)
@@ -78,14 +86,22 @@ def sandbox(spec: dict, run_dir: Path | str, workdir: str = "tree") -> dict:
     """Make a spec sandboxed (docs/safety.md): the script's Python-level writes outside the run
     directory redirected into it (runner/sandbox.py), the process in a copy-on-write view of the
     filesystem where the machine allows one (runner/jail.py), its working directory ``workdir``
-    (relative to its own run directory: a mirror of the user's cwd), and no traceback printed
-    when advisor stops it."""
+    (relative to its own run directory: a mirror of the user's cwd), no traceback printed
+    when advisor stops it, and its output in a file (quiet)."""
     spec["sandbox_writes"] = True
     spec["sandbox_root"] = str(run_dir)
     spec["workdir"] = workdir
     # stopped by advisor (Ctrl-C, a time limit), the script's KeyboardInterrupt is not printed
     # (runner/bootstrap.py): the process's record says why it stopped
     spec["quiet_interrupt"] = True
+    return quiet(spec)
+
+
+def quiet(spec: dict) -> dict:
+    """The script's output of a process after the baseline goes to OUTPUT_FILE in its run
+    directory (the baseline's alone reaches the terminal), unless the run is --verbose."""
+    if not spec.get("verbose"):
+        spec["output_file"] = OUTPUT_FILE
     return spec
 
 

@@ -147,12 +147,16 @@ def test_fail_below_out_of_range_is_a_usage_error(runs, value):
     assert "--fail-below" in r.stderr
 
 
-def test_compare_needs_out_gate_or_json(runs):
+def test_compare_without_options_prints_the_comparison(runs):
+    """No --out, --fail-below or --json: the comparison on the terminal, exit 0, no page written
+    (tests/test_terminal_output.py reads it on real runs)."""
     tmp, base = runs
     new = _run(tmp, "new", samples_per_s=1300.0, step_time_ms=49.2)
     r = advisor("compare", base, new)
-    assert r.returncode == 2
-    assert "--out" in r.stderr and "--fail-below" in r.stderr
+    assert r.returncode == 0, r.stderr
+    assert "1,356" in r.stdout and "1,300" in r.stdout and "0.96x" in r.stdout
+    assert "new runs at 0.96x the samples/s of base (slower)." in r.stdout
+    assert not list(tmp.rglob("*.html"))
 
 
 def test_version():

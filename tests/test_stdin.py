@@ -27,9 +27,12 @@ def _analyze(tmp_path: Path, **kwargs) -> tuple[subprocess.CompletedProcess, dic
 
 def test_every_process_reads_the_same_stdin(tmp_path):
     r, doc = _analyze(tmp_path, input="the answer\n")
-    # the baseline, the repeat, the trial (and any process started ahead on a guess) read it
-    assert (r.stdout + r.stderr).count("got the answer") >= 3, r.stdout + r.stderr
-    assert "EOFError" not in r.stdout + r.stderr
+    # the baseline, the repeat, the trial (and any process started ahead on a guess) read it:
+    # the baseline says so on the terminal, the others in their stdout.txt
+    said = r.stdout + r.stderr + "".join(p.read_text() for p in (tmp_path / "run" / "trials").glob("*/stdout.txt"))
+    assert (r.stdout + r.stderr).count("got the answer") == 1
+    assert said.count("got the answer") >= 3, said
+    assert "EOFError" not in said
     trials = {t["name"]: t for t in doc["trials"]}
     assert trials["00-baseline-repeat"]["status"] == "reference"
     assert doc["trial_summary"]["noise"] is not None

@@ -150,7 +150,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, measure_min_s=ns.min_time, timeout=ns.timeout,
         step_timeout=ns.step_timeout, stall_timeout=ns.stall_timeout, out=ns.out, record_memory=ns.memory,
         with_stack=ns.with_stack, record_shapes=ns.shapes, rules_dirs=ns.rules,
-        thresholds=ns.thresholds,
+        thresholds=ns.thresholds, verbose=getattr(ns, "verbose", False),
         # --apply ddp runs every process of the run as the ddp fix launches it, the baseline's too
         nproc_per_node=specs.launch_nproc(applied, max(1, ns.nproc_per_node)))
     stages = StageOptions(

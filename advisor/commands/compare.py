@@ -1,5 +1,6 @@
-"""`advisor compare`: two saved runs side by side, and the CI gate (`--fail-below`): exit 3 when
-the new run's samples/s fall under that fraction of the base's."""
+"""`advisor compare`: two saved runs side by side (on the terminal, or the HTML page with --out),
+and the CI gate (`--fail-below`): exit 3 when the new run's samples/s fall under that fraction of
+the base's."""
 
 from __future__ import annotations
 
@@ -96,8 +97,6 @@ def _gate(ns: argparse.Namespace, docs: list[dict], dirs: list[Path]) -> tuple[d
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
-    if ns.out is None and ns.fail_below is None and not ns.json:
-        return _fail("compare needs --out FILE (the HTML page), --fail-below FRACTION (the gate) or --json", 2)
     docs, dirs = [], []
     for run in (ns.run_a, ns.run_b):
         try:
@@ -116,6 +115,15 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         names = [d.resolve().name for d in dirs]
         if names[0] == names[1]:
             names = ["A", "B"]
+    if ns.out is None and ns.fail_below is None and not ns.json:
+        # asked for nothing in particular: the comparison itself, on the terminal
+        from rich.console import Console
+
+        from advisor.report.compare import compare_summary
+        from advisor.report.compare_terminal import print_compare
+
+        print_compare(compare_summary(docs[0], docs[1], (names[0], names[1])), Console(highlight=False))
+        return 0
     gate = None
     if ns.fail_below is not None or ns.json:
         gate, why = _gate(ns, docs, dirs)

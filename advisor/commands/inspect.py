@@ -90,10 +90,11 @@ def cmd_rules(ns: argparse.Namespace) -> int:
     from rich.table import Table
 
     from advisor.engine import load_rules
+    from advisor.report.terminal import name_cell
 
     table = Table("code", "name", "severity", "fix", title="advisor rules")
     for rule in load_rules():
-        table.add_row(rule.code, rule.name, rule.severity, rule.fix or "")
+        table.add_row(rule.code, name_cell(rule.name), rule.severity, name_cell(rule.fix or ""))
     Console().print(table)
     return 0
 

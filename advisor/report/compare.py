@@ -61,9 +61,11 @@ def _spec_name(name: str) -> str:
     return re.sub(r"[^\w.-]+", "_", name) or "run"
 
 
-def compare_context(doc_a: dict, doc_b: dict, dir_a: Path | None, dir_b: Path | None,
-                    names: tuple[str, str] = ("A", "B"), out_dir: Path | None = None) -> tuple[dict, dict]:
-
+def compare_summary(doc_a: dict, doc_b: dict, names: tuple[str, str] = ("A", "B")) -> dict:
+    """What both the page and the terminal (`advisor compare` without --out) show, read from the
+    two run.json documents alone (no trace is opened): each run's headline row, the speedup,
+    the noise measured, the findings resolved, remaining and new, the configuration that
+    differs and what makes the runs not like for like."""
     rows = []
     for doc, name in ((doc_a, names[0]), (doc_b, names[1])):
         r = view.baseline_row(doc)
@@ -73,12 +75,23 @@ def compare_context(doc_a: dict, doc_b: dict, dir_a: Path | None, dir_b: Path | 
     b["speedup"] = speedup
     noises = [(n, view.num((d.get("trial_summary") or {}).get("noise"))) for d, n in ((doc_a, names[0]), (doc_b, names[1]))]
     noises = [(n, v) for n, v in noises if v is not None]
-    timelines = [t for t in (_timeline(dir_a, a["traces"], names[0]), _timeline(dir_b, b["traces"], names[1])) if t]
     config_rows, config_same = _config_diff(doc_a, doc_b)
     env_rows = _env_diff(doc_a, doc_b)
     warn = [r["key"] for r in env_rows if r["differs"] and r["key"] in ("GPU", "torch", "CUDA", "driver", "cuDNN")]
     if a["batch"] != b["batch"]:
         warn.append("batch size")
+    return {"docs": (doc_a, doc_b), "names": names, "rows": rows, "a": a, "b": b, "speedup": speedup,
+            "noises": noises, "findings": _findings_diff(doc_a, doc_b), "config_rows": config_rows,
+            "config_same": config_same, "env_rows": env_rows, "env_warn": warn,
+            "meas": ((doc_a.get("measurement") or {}), (doc_b.get("measurement") or {})),
+            "memory": (view.memory_view(doc_a, None), view.memory_view(doc_b, None))}
+
+
+def compare_context(doc_a: dict, doc_b: dict, dir_a: Path | None, dir_b: Path | None,
+                    names: tuple[str, str] = ("A", "B"), out_dir: Path | None = None) -> tuple[dict, dict]:
+    summary = compare_summary(doc_a, doc_b, names)
+    rows, a, b = summary["rows"], summary["a"], summary["b"]
+    timelines = [t for t in (_timeline(dir_a, a["traces"], names[0]), _timeline(dir_b, b["traces"], names[1])) if t]
     reports = []
     for d, n in ((dir_a, names[0]), (dir_b, names[1])):
         if d is not None and (d / "index.html").is_file():
@@ -86,14 +99,9 @@ def compare_context(doc_a: dict, doc_b: dict, dir_a: Path | None, dir_b: Path | 
             reports.append({"name": n, "href": os.path.relpath((d / "index.html").resolve(), here.resolve())})
     tb_dirs = [(n, view.display_path(d / "tb")) for d, n in ((dir_a, names[0]), (dir_b, names[1])) if d is not None]
     tb_command = "tensorboard --logdir_spec " + ",".join(f"{_spec_name(n)}:{p}" for n, p in tb_dirs)
-    ctx = {"docs": (doc_a, doc_b), "names": names, "rows": rows, "a": a, "b": b, "speedup": speedup,
-           "noises": noises, "timelines": timelines, "findings": _findings_diff(doc_a, doc_b),
-           "config_rows": config_rows, "config_same": config_same, "env_rows": env_rows, "env_warn": warn,
-           "reports": reports, "tb_command": tb_command,
+    ctx = {**summary, "timelines": timelines, "reports": reports, "tb_command": tb_command,
            "traces": [{"run": r["name"], "path": str(d / t) if d is not None else t}
-                      for r, d in ((a, dir_a), (b, dir_b)) for t in r["traces"]],
-           "meas": ((doc_a.get("measurement") or {}), (doc_b.get("measurement") or {})),
-           "memory": (view.memory_view(doc_a, None), view.memory_view(doc_b, None))}
+                      for r, d in ((a, dir_a), (b, dir_b)) for t in r["traces"]]}
     data = {"kind": "compare", "rows": _bars(rows), "noise": None, "threshold": None, "best": names[1],
             "timelines": timelines,
             "kernel_series": [{"label": r["label"], "shares": _nums(d.get("analysis", {}).get("kernel_time_by_class")

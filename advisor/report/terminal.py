@@ -8,6 +8,7 @@ from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from advisor.report.overhead import profiler_overhead
 
@@ -15,6 +16,14 @@ PHASE_LABELS = {
     "data_wait": "data wait", "h2d": "host→device copy", "forward": "forward", "backward": "backward",
     "zero_grad": "zero_grad", "optimizer": "optimizer", "other": "other", "gpu_idle": "GPU idle",
 }
+
+
+def name_cell(value, style: str = "") -> Text:
+    """A name in a table (a phase, a trial, a fix, a device): on one line, ending in an ellipsis
+    where the terminal is too narrow, never wrapped mid-word. Set on the cell, not the column:
+    rich shrinks only the columns that may wrap to fit a table, and a no_wrap column would make
+    it cut every column (the figures too) instead. Plain text: never read as markup."""
+    return Text(str(value), style=style, no_wrap=True, overflow="ellipsis")
 
 
 def _fmt(v, unit: str = "", nd: int = 1) -> str:
@@ -37,16 +46,16 @@ def breakdown_table(analysis: dict, title: str | None = None, measurement: dict 
         table = Table("phase", "ms / step", "share", title=title or "where a profiled step's time goes")
         for phase, ms in raw.items():
             share = (ms / total * 100.0) if total and ms is not None else 0.0
-            table.add_row(PHASE_LABELS.get(phase, phase), _fmt(_float(ms), nd=2), f"{share:.1f}%")
-        table.add_row("[b]step[/]", _fmt(float(total), nd=2), "100%")
+            table.add_row(name_cell(PHASE_LABELS.get(phase, phase)), _fmt(_float(ms), nd=2), f"{share:.1f}%")
+        table.add_row(name_cell("step", "bold"), _fmt(float(total), nd=2), "100%")
         return table
     table = Table("phase", "ms / step", "share", "profiled ms",
                   title=title or "where a measured step's time goes")
     for phase, ms in raw.items():
         share = (ms / total * 100.0) if total and ms is not None else 0.0
-        table.add_row(PHASE_LABELS.get(phase, phase), _fmt(_float(ov["breakdown"].get(phase)), nd=2),
+        table.add_row(name_cell(PHASE_LABELS.get(phase, phase)), _fmt(_float(ov["breakdown"].get(phase)), nd=2),
                       f"{share:.1f}%", _fmt(_float(ms), nd=2))
-    table.add_row("[b]step[/]", _fmt(float(ov["measured_ms"]), nd=2), "100%", _fmt(float(total), nd=2))
+    table.add_row(name_cell("step", "bold"), _fmt(float(ov["measured_ms"]), nd=2), "100%", _fmt(float(total), nd=2))
     return table
 
 
@@ -68,7 +77,7 @@ def kernel_table(analysis: dict) -> Table | None:
     table = Table("kernel class", "share of GPU kernel time", title="GPU kernel time by class")
     for cls, f in sorted(frac.items(), key=lambda kv: -kv[1]):
         if f > 0:
-            table.add_row(cls, f"{f * 100:.1f}%")
+            table.add_row(name_cell(cls), f"{f * 100:.1f}%")
     return table
 
 
@@ -79,8 +88,8 @@ def findings_table(findings: list) -> Table | None:
     for f in findings:
         gain = f.get("estimated_gain_ms")
         fix = (f.get("fix") or {}).get("intervention") or ""
-        table.add_row(f.get("code", ""), f.get("severity", ""), escape(f.get("message", "")),
-                      _fmt(gain, " ms", 2) if gain is not None else "–", fix)
+        table.add_row(name_cell(f.get("code", "")), name_cell(f.get("severity", "")), escape(f.get("message", "")),
+                      _fmt(gain, " ms", 2) if gain is not None else "–", name_cell(fix))
     return table
 
 
@@ -105,17 +114,16 @@ def trials_table(doc: dict) -> Table | None:
                   padding=(0, 1), collapse_padding=True, pad_edge=False, show_edge=False)
     for col in table.columns[:-1]:
         col.no_wrap = True
-    table.columns[-1].overflow = "fold"
     mem = (doc.get("memory") or {}).get("max_allocated_bytes")
     table.add_row("1.00x", _fmt(meas.get("step_time_ms"), nd=2), _fmt(meas.get("samples_per_s"), nd=0),
                   batch_text(meas.get("batch_size"), meas.get("micro_batches")) or "?", _gib(mem, unit=False), "", "",
-                  "baseline")
+                  name_cell("baseline"))
     for t in trials:
         sp = t.get("speedup_vs_baseline")
         table.add_row(f"{sp:.2f}x" if sp else "", _fmt(t.get("step_time_ms"), nd=2), _fmt(t.get("samples_per_s"), nd=0),
                       batch_text(t.get("batch_size"), t.get("micro_batches")), _gib(t.get("peak_memory_bytes"), unit=False),
                       _fmt(t.get("warmup_cost_s"), " s"), escape(str(t.get("status") or "?")),
-                      escape(str(t.get("name") or t.get("fix") or "?")))
+                      name_cell(t.get("name") or t.get("fix") or "?"))  # in full in the reasons below
     return table
 
 
@@ -236,16 +244,47 @@ def own_traces_lines(doc: dict) -> list[str]:
 
 
 def print_inspect(res: dict, console: Console) -> None:
+    """An inspected trace: its breakdown and kernel classes, then its findings a line each (or
+    "no findings") and the rules that could not run on it, by reason."""
     console.print(f"[b]{escape(res['trace'])}[/]")
     env = res.get("environment") or {}
     if env.get("gpu_name"):
         console.print(f"device: {escape(str(env['gpu_name']))}")
-    _print_analysis(console, res.get("analysis") or {}, res.get("findings") or [])
+    _print_analysis(console, res.get("analysis") or {}, [])
+    for line in [*finding_lines(res.get("findings") or []), *skipped_lines(res.get("skipped_rules") or [])]:
+        console.print(Text(line))
+
+
+def finding_lines(findings: list) -> list[str]:
+    """Each finding in one line: code, severity, message, estimated gain and fix."""
+    if not findings:
+        return ["no findings"]
+    out = [f"findings ({len(findings)}, ranked by estimated gain):"]
+    for f in findings:
+        gain, fix = f.get("estimated_gain_ms"), (f.get("fix") or {}).get("intervention")
+        extra = "; ".join(filter(None, [f"est. gain {_fmt(gain, ' ms', 2)}" if gain is not None else "",
+                                        f"fix: {fix}" if fix else ""]))
+        out.append(f"  {f.get('code', '?')} {f.get('severity', '')}: {f.get('message', '')}"
+                   + (f" ({extra})" if extra else ""))
+    return out
+
+
+def skipped_lines(skipped: list) -> list[str]:
+    """The rules that did not run, how many for each reason (a trace alone has no observed
+    configuration, a CPU trace no GPU activity), with their codes."""
+    if not skipped:
+        return ["skipped rules: none"]
+    by: dict[str, list[str]] = {}
+    for r in skipped:
+        by.setdefault(str(r.get("reason") or "no reason given"), []).append(str(r.get("code") or "?"))
+    return [f"skipped rules: {len(skipped)}",
+            *(f"  {len(codes)}: {reason} ({', '.join(codes)})" for reason, codes in by.items())]
 
 
 def _print_analysis(console: Console, analysis: dict, findings: list, measurement: dict | None = None) -> None:
     """The breakdown, kernel classes and findings: what analyze and inspect both show (analyze
-    with its measured step: the breakdown scaled to it, and the profiler's overhead said)."""
+    with its measured step: the breakdown scaled to it, and the profiler's overhead said;
+    inspect gives its findings in lines of their own)."""
     if analysis:
         console.print(breakdown_table(analysis, measurement=measurement))
         for line in overhead_lines(analysis, measurement, width=min(80, console.width)):
@@ -267,6 +306,6 @@ def _print_ranks(console: Console, doc: dict) -> None:
     for head in ("rank", "device", *(c for c, _ in COLUMNS)):
         t.add_column(head, justify="left" if head in ("rank", "device") else "right")
     for r in rows:
-        t.add_row(str(r["rank"]), escape(str(r["device"] or "?")),
+        t.add_row(str(r["rank"]), name_cell(r["device"] or "?"),
                   *("–" if v is None else f"{v:.2f}" for v in r["cells"]))
     console.print(t)

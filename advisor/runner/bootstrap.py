@@ -14,6 +14,7 @@ def _main() -> None:
     session, flush_std, wait_line, advisor_dir = _import_runner()
     _let_sigint_stop_the_script()
     spec = _read_spec(_spec_path(wait_line))
+    _output_to_file(spec.get("output_file"), spec["run_dir"])
     _set_environ(spec.get("environ"))
     script = spec["script"]
     argv = [str(a) for a in spec.get("argv") or [script]]
@@ -25,6 +26,31 @@ def _main() -> None:
     ctl = session.install(spec)
     exc = _run_script(script, file_, _as_main(script, argv, file_))
     _end(ctl, spec, exc, flush_std, advisor_dir)
+
+
+def _output_to_file(name, run_dir: str) -> None:
+    """A process after the baseline (specs.quiet): the script's stdout and stderr go to the file
+    ``name`` in its run directory, at the descriptor level so that C code's and subprocesses'
+    output goes there too. Here, once the spec is read, because a process started ahead learns its
+    run directory only then (a fresh one's parent already pointed both at the file: the same
+    file, appended to). A process held on a guess keeps the descriptor when its directory is
+    renamed to its trial's."""
+    import os
+
+    if not name:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    try:
+        fd = os.open(os.path.join(run_dir, name), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:  # the output stays where it was going: never a reason to fail the run
+        return
+    for target in (1, 2):
+        os.dup2(fd, target)
+    os.close(fd)
 
 
 def _set_environ(changes) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from advisor.runner import ranks
 from advisor.runner._util import PARENT_ENV, ensure_workdir, read_json, write_json_atomic
 from advisor.runner.follow import Progress, Signals, Stop, follow
+from advisor.runner.output import open_output, output_path, tail_reason
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
 JAIL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail.py")
@@ -43,9 +44,11 @@ def start_child(spec_path: str, cwd: str | None, stdout_to_stderr: bool, warm=No
         return proc, True
     if warm is not None:
         warm.close()
+    output = output_path(spec, os.path.dirname(spec_path))
     if several:
-        return _spawn(ranks.launch_args(spec, BOOTSTRAP, spec_path), cwd, stdout_to_stderr, bare=True, jail=jail), False
-    return _spawn([spec_path], cwd, stdout_to_stderr, jail=jail), False
+        return _spawn(ranks.launch_args(spec, BOOTSTRAP, spec_path), cwd, stdout_to_stderr, bare=True, jail=jail,
+                      output=output), False
+    return _spawn([spec_path], cwd, stdout_to_stderr, jail=jail, output=output), False
 
 
 def jail_of(spec: dict | None) -> str | None:
@@ -75,10 +78,12 @@ def library_caches() -> list[str]:
 
 
 def _spawn(args: list[str], cwd: str | None, stdout_to_stderr: bool, bare: bool = False,
-           jail: str | None = None) -> subprocess.Popen:
+           jail: str | None = None, output: str | None = None) -> subprocess.Popen:
     """bootstrap.py (``bare``: the command line as given) in a new session (its own process
     group, killed as one), in the script's cwd; ``stdout_to_stderr`` (--json): the script's
-    prints go to stderr; ``jail``: the directory kept real in the OS-level sandbox it starts in.
+    prints go to stderr; ``output``: a file its stdout and stderr go to instead (a process
+    after the baseline: the sandbox's, a launcher's and python's own start-up messages too);
+    ``jail``: the directory kept real in the OS-level sandbox it starts in.
     Its stdin is the one runner/stdin.py hands each process."""
     from advisor.runner import stdin
 
@@ -87,8 +92,14 @@ def _spawn(args: list[str], cwd: str | None, stdout_to_stderr: bool, bare: bool 
     if jail is not None:
         cmd = [sys.executable, JAIL, "--root", jail, *(a for p in library_caches() for a in ("--pass", p)),
                "--", *cmd]
-    proc = subprocess.Popen(cmd, cwd=cwd or None, start_new_session=True, stdin=stdin.for_child(jail is not None),
-                            stdout=sys.stderr.fileno() if stdout_to_stderr else None, env=env)
+    out = open_output(output)
+    try:
+        proc = subprocess.Popen(cmd, cwd=cwd or None, start_new_session=True, stdin=stdin.for_child(jail is not None),
+                                stdout=out if out is not None else sys.stderr.fileno() if stdout_to_stderr else None,
+                                stderr=out, env=env)
+    finally:
+        if out is not None:
+            os.close(out)
     stdin.started(proc)
     return proc
 
@@ -185,6 +196,8 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     if ranks.nproc(spec) > 1:
         result["ranks"] = ranks.collect(spec, result)
     reasons = _reasons(result, total, stop.reason, stop.interrupted, missing)
+    if reasons and not stop.interrupted:  # its output went to a file: what it said last, with the reasons
+        reasons += tail_reason(spec)
     result["status"] = "incomplete" if reasons else "complete"
     result["incomplete_reasons"] = reasons
     return result
