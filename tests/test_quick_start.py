@@ -49,7 +49,7 @@ def test_the_quick_start_shows_a_finding_a_kept_fix_and_a_verified_patch(tmp_pat
     v = doc["patch"]["verification"]
     assert v["status"] == "verified", (v, doc["trials"], doc["patch"].get("left_out"), doc.get("run_length"))
     out = proc.stderr + proc.stdout
-    summary = out.split("summary", 1)[1]
+    summary = " ".join(out.split("summary", 1)[1].split())   # the terminal wraps at 80 columns
     assert "findings: " in summary and f"kept: {kept[0]['fix']}" in summary
     assert "verified as plain python" in summary and "run: python examples/slow_loader.py" in summary
     page = chromium.open_page(run / "index.html", screenshot=REPO / "tests" / "_artifacts" / "quick_start.png")

@@ -203,8 +203,8 @@ def print_summary(doc: dict, console: Console) -> None:
         console.print(escape(line), highlight=False)
     from advisor.report.outcome import outcome_lines
     console.rule("summary", style="dim")
-    for line in outcome_lines(doc):
-        console.print(escape(line), highlight=False, soft_wrap=True)
+    for line in outcome_lines(doc):   # the command stays one line, to copy; the rest wraps
+        console.print(escape(line), highlight=False, soft_wrap=line.startswith("run: "))
     console.print(f"report: {escape(str(doc.get('run_dir')))}/index.html")
 
 
