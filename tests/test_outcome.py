@@ -50,3 +50,18 @@ def test_a_patch_that_only_changes_the_command_line_says_so():
 def test_trials_that_ran_and_kept_nothing():
     doc = {"findings": [{"severity": "warning"}], "trials": [{"name": "01-amp", "status": "rejected"}]}
     assert outcome_lines(doc)[1] == "kept: nothing: 1 trial(s) ran and none was faster beyond the noise"
+
+
+def test_an_apply_run_without_trials_is_not_called_diagnosis_only_beside_its_verified_patch():
+    """--apply on a CPU had read "Diagnosis only: no trials ran", "no fix kept" and "verified as
+    plain python: 3.29x" on one page. The headline now says what ran."""
+    from advisor.report import view
+
+    doc = {"applied": ["dataloader-workers(num_workers=2)"], "trials": [], "findings": [],
+           "measurement": {"samples_per_s": 100.0, "step_time_ms": 80.0},
+           "patch": {"file": "fixes.patch", "verification": {"status": "verified"}}}
+    head = view.headline(doc, view.ladder(doc))
+    assert head["verdict"].startswith("Measured with the fixes you applied (--apply dataloader-workers(num_workers=2))")
+    assert "verified as plain python" in head["verdict"] and "Diagnosis only" not in head["verdict"]
+    assert head["applied"] is True
+    assert outcome_lines(doc)[1] == "kept: the fixes you applied (--apply dataloader-workers(num_workers=2))"

@@ -142,6 +142,13 @@ def headline(doc: dict, rows: list[dict]) -> dict:
                    f"{threshold:.1%}; {len(tried)} trial(s) ran and none cleared it.")
     elif doc.get("trials"):
         verdict = "No fix was kept."
+    elif doc.get("applied"):
+        # --apply without trials: the run measured the fixes the user named, and the patch (and
+        # its verification) makes them part of the script: no "no fix kept" beside a verified patch
+        verdict = (f"Measured with the fixes you applied (--apply {'; '.join(map(str, doc['applied']))}); no trials "
+                   f"ran. fixes.patch writes them into your script" + (", verified as plain python below."
+                                                                      if (doc.get("patch") or {}).get("verification")
+                                                                      else "."))
     else:
         verdict = "Diagnosis only: no trials ran (the findings below list the fixes to try)."
     if doc.get("status") == "interrupted":
@@ -149,6 +156,7 @@ def headline(doc: dict, rows: list[dict]) -> dict:
     return {"base": base, "best": best, "after": after, "speedup": speedup, "verdict": verdict,
             "noise": noise, "threshold": threshold, "repeat": repeat, "promising": under_noise[:3], "apart": apart,
             "unsettled": summary.get("unsettled"), "settled": summary.get("settled"),
+            "applied": bool(doc.get("applied")) and not best,
             "accepted": [r for r in rows if r["status"] == "accepted" and not r["apart"]],
             "mem_ratio": _ratio(after["peak_memory_bytes"], base["peak_memory_bytes"])}
 
