@@ -261,7 +261,8 @@ class Analyze:
         self._tell_quiet()
         doc["patch"]["verification"] = verify.verify(
             self.script, self.script_args, self.run_dir, opts, diff, texts, notes, fixes, child, stack_rate,
-            timeout=self.stages.trial_timeout, stdout_to_stderr=self.stages.json, progress=self.progress)
+            timeout=self.stages.trial_timeout, stdout_to_stderr=self.stages.json, progress=self.progress,
+            noise_band=(doc.get("trial_summary") or {}).get("threshold"))
         if self.ctrl_c.pressed():  # it stopped the patched script: its run says nothing
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
 

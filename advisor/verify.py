@@ -141,9 +141,11 @@ def checks(fixes: list[dict], notes: list[PatchNote], config: dict, base: dict) 
 
 def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, texts: dict[str, str],
            notes: list[PatchNote], fixes: list[dict], baseline: dict, stack_samples_per_s: float | None,
-           *, timeout: float, stdout_to_stderr: bool = False, progress=None) -> Verification:
+           *, timeout: float, stdout_to_stderr: bool = False, progress=None,
+           noise_band: float | None = None) -> Verification:
     """Apply ``diff`` to an overlay of the script's directory, run the patched script as plain
-    python (timed, no fix at run time) and compare; returns ``patch.verification``."""
+    python (timed, no fix at run time) and compare; returns ``patch.verification``.
+    ``noise_band``: the trials' threshold for one run against one (status_of)."""
     from advisor.runner.parent import run_child
 
     command = recommended_command(script, script_args, notes)
@@ -192,20 +194,26 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
                    speedup_vs_baseline=rate / base_rate if base_rate else None, of_stack=frac,
                    stack_samples_per_s=stack_samples_per_s)
         out["checks"] = checks(fixes, notes, runs[-1].get("config") or {}, baseline)
-        out["status"] = status_of(frac, out["checks"])
+        out["status"] = status_of(frac, out["checks"], noise_band)
+        if out["status"] == "verified" and frac is not None and frac < SHORT:
+            out["within_noise"] = noise_band   # under 90%, inside the run-to-run band: not told apart
         losses = [x for x in runs[-1].get("losses") or [] if isinstance(x, (int, float))]
         out["loss_finite"] = bool(losses) and all(x == x and abs(x) != float("inf") for x in losses)
     return out
 
 
-def status_of(of_stack: float | None, rows: list[VerificationCheck]) -> str:
+def status_of(of_stack: float | None, rows: list[VerificationCheck], noise_band: float | None = None) -> str:
     """"verified": every edit took effect (or the run cannot show it) and the patched run reaches
-    SHORT of the stack; "partial": an edit did not take effect, whatever the rate (the other fixes
-    alone may reach the stack: the user still does not get what was measured); "short": every edit
-    took, the rate falls under SHORT."""
+    SHORT of the stack, or falls short of it by less than the run-to-run noise band (the trials'
+    threshold for one run against one: on a host whose runs spread 30%, one run at 85% of another
+    tells them apart from nothing); "partial": an edit did not take effect, whatever the rate (the
+    other fixes alone may reach the stack: the user still does not get what was measured);
+    "short": every edit took, the rate falls under both."""
     if any(r.get("took_effect") is False for r in rows):
         return "partial"
-    return "verified" if of_stack is None or of_stack >= SHORT else "short"
+    if of_stack is None or of_stack >= SHORT:
+        return "verified"
+    return "verified" if noise_band and of_stack >= 1.0 - noise_band else "short"
 
 
 def _rate(runs: list[dict], baseline: dict, batch_changes: bool) -> float:

@@ -87,7 +87,9 @@ def test_nothing_but_the_baseline_changes_the_users_files(tmp_path, sandbox):
         # the terminal and the report say which sandbox ran
         assert "your files:" in r.stdout + r.stderr
         assert 'id="sandbox"' in (tmp_path / name / "index.html").read_text()
-    assert [t["name"] for t in docs["trials"]["trials"]][:2] == ["00-baseline-repeat", "01-nan-loss"]
+    # (a loaded host may time the reference again first: 00-baseline-repeat-2, -3; advisor.trials.sanity)
+    names = [t["name"] for t in docs["trials"]["trials"] if not t["name"].startswith("00-baseline-repeat-")]
+    assert names[:2] == ["00-baseline-repeat", "01-nan-loss"]
     assert docs["verify"]["patch"]["verification"]["runs"] >= 1, docs["verify"]["patch"]["verification"]
 
     # the baselines' pids, from the lines they appended to the real log: one each

@@ -57,3 +57,14 @@ def test_runs_that_never_agree_stop_the_trials_and_say_so(tmp_path):
     doc = {"findings": [{"severity": "warning"}], "trials": result["trials"],
            "trial_summary": {"unsettled": text}}
     assert outcome_lines(doc)[1] == f"kept: nothing: {text}"
+
+
+def test_trials_the_user_named_run_even_on_a_host_too_noisy_to_judge(tmp_path):
+    """--fix names the trials to run: they run, judged at the noise of every reference run,
+    and the result still says the host was too noisy."""
+    speeds = {(): [10.0, 300.0, 40.0], ("set-to-none",): [1.0]}
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 10.0)], baseline=_timed(1000.0),
+                              only={"set-to-none"})
+    assert [c[0] for c in calls][-1] == "01-set-to-none"
+    assert "the trials --fix names ran anyway, judged at that noise" in result["unsettled"]
+    assert result["threshold"] > 1.0 and result["noise"] > sanity.IMPLAUSIBLE

@@ -122,7 +122,7 @@ class _Ladder:
         try:
             self.queue = candidates_from_findings(self.ctx.baseline_findings, self.ctx.environment, self.ctx.only)
             self._reference()
-            if self.result.get("unsettled"):   # nothing can be judged on this host: nothing more runs
+            if self.result.get("unsettled") and self.ctx.only is None:   # nothing can be judged: nothing more runs
                 return self.result
             while self.queue and not self.stopping():
                 cand = self._pick()
@@ -275,9 +275,16 @@ class _Ladder:
             if noise is not None:
                 break
         if noise is None:
+            asked = self.ctx.only is not None   # --fix: the trials the user named run anyway
             self.result["unsettled"] = (f"the host is too noisy to judge fixes: the same script measured "
-                                        f"{sanity.rates_text(named)} a step ({why}); no fix was trialled. "
-                                        "Run advisor on a quieter host, or with a longer --warmup and --min-time")
+                                        f"{sanity.rates_text(named)} a step ({why}); "
+                                        + ("the trials --fix names ran anyway, judged at that noise. " if asked else
+                                           "no fix was trialled. ")
+                                        + "Run advisor on a quieter host, or with a longer --warmup and --min-time")
+            if asked:
+                self.groups, self.ref_runs = [runs], runs
+                self.noise = measure.pooled_noise([runs]) or self.noise
+                return True
             self.result.update(noise=measure.pooled_noise([runs]), threshold=None)
             self.queue = []
             return False
