@@ -47,7 +47,9 @@ def test_the_quick_start_shows_a_finding_a_kept_fix_and_a_verified_patch(tmp_pat
     kept = [t for t in doc["trials"] if t["status"] == "accepted" and not t.get("apart")]
     assert kept and kept[0]["fix"] in ("dataloader-workers", "precompute-samples", "preload-dataset"), doc["trials"]
     v = doc["patch"]["verification"]
-    assert v["status"] == "verified", (v, doc["trials"], doc["patch"].get("left_out"), doc.get("run_length"))
+    assert v["status"] == "verified", (v.get("of_stack"), v.get("samples_per_s"), v.get("stack_samples_per_s"),
+                                       v.get("runs"), doc["trial_summary"].get("threshold"),
+                                       [(t["name"], t["status"], t.get("samples_per_s")) for t in doc["trials"]])
     out = proc.stderr + proc.stdout
     summary = " ".join(out.split("summary", 1)[1].split())   # the terminal wraps at 80 columns
     assert "findings: " in summary and f"kept: {kept[0]['fix']}" in summary
