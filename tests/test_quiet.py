@@ -103,7 +103,8 @@ def test_every_later_process_writes_its_output_in_its_directory(quiet_run):
     run = runs[0]
     doc = json.loads((run / "run.json").read_text())
     ran = [t for t in doc["trials"] if t.get("elapsed_s")]
-    assert [t["name"] for t in ran][:2] == ["00-baseline-repeat", "01-dataloader-workers-2"]
+    named = [t["name"] for t in ran if not t["name"].startswith("00-baseline-repeat-")]   # re-timed on a busy host
+    assert named[:2] == ["00-baseline-repeat", "01-dataloader-workers-2"]
     assert any(t.get("started_held") or t.get("started_warm") for t in ran)  # started ahead: it still lands there
     for t in ran:
         text = (run / "trials" / t["name"] / "stdout.txt").read_text()
