@@ -194,8 +194,8 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
                    speedup_vs_baseline=rate / base_rate if base_rate else None, of_stack=frac,
                    stack_samples_per_s=stack_samples_per_s)
         out["checks"] = checks(fixes, notes, runs[-1].get("config") or {}, baseline)
-        # the patched runs' own spread counts too: at a regime the trials timed once (a preloaded
-        # step of 1 ms against a loader-bound baseline of 190 ms) their threshold says little
+        # the patched runs' own spread counts too: at a regime the trials timed once (a step many
+        # times faster than the baseline the noise was measured on) their threshold says little
         own = measure.pooled_noise([runs]) if len(runs) > 1 else None
         noise_band = max(noise_band or 0.0, 2.0 * own) if own is not None else noise_band
         out["status"] = status_of(frac, out["checks"], noise_band)

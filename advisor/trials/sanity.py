@@ -1,6 +1,6 @@
 """Measurement sanity: two runs of the same unchanged script that disagree by more than any
-plausible run-to-run noise (baseline 2,170 ms a step, its repeat 213 ms, on a loaded 2-core host)
-are a measurement failure, not noise. advisor says what it sees in the runs (a window still
+plausible run-to-run noise (a tenfold difference on a loaded host: docs/trials.md) are a
+measurement failure, not noise. advisor says what it sees in the runs (a window still
 warming up, a one-off step inside it, a loaded host), times the reference again, and judges fixes
 only once two or more runs agree; otherwise it says the host is too noisy to judge them, with the
 figures, instead of a threshold of several hundred percent."""
