@@ -3,8 +3,8 @@ a step, over the run the user will actually do.
 
 A trial's record carries ``one_off_s`` (its lead-in beyond the baseline's, measure.one_off_s) and
 ``break_even_steps``. Where advisor knows the run's length (``run_length``: ``--run-steps``, the
-script ended by itself under advisor, or len(loader) × the epochs of the loop around the training
-loop), ``end_to_end`` projects the whole run's wall time before and
+script ended by itself under advisor, len(loader) × the epochs of the loop around the training
+loop, or the steps a Hugging Face or Lightning Trainer set its run to), ``end_to_end`` projects the whole run's wall time before and
 after the kept stack, and ``unpaid`` names the kept fixes whose own one-off cost the rest of the
 run does not pay back: the patch leaves them out, with the reason (docs/patch.md).
 """
@@ -23,7 +23,7 @@ def run_length(child: dict, run_steps: int | None = None) -> dict | None:
     n = script_steps(child)
     if n:
         return {"steps": n, "source": "the script ended by itself under advisor"}
-    return loader_epochs(child)
+    return loader_epochs(child) or framework_steps(child)
 
 
 def loader_epochs(child: dict) -> dict | None:
@@ -36,6 +36,15 @@ def loader_epochs(child: dict) -> dict | None:
     steps = epochs * per_epoch // measure.micro_batches(child)
     return {"steps": steps, "source": f"len(loader) {per_epoch} × {epochs} epochs "
                                       f"({(loop.get('value') or {}).get('expr')} at {loop.get('where')})"} if steps else None
+
+
+def framework_steps(child: dict) -> dict | None:
+    """The optimizer steps a framework's trainer set its run to (runner.epochs.framework_steps)."""
+    entry = (child.get("config") or {}).get("run_steps") or {}
+    value = entry.get("value") or {}
+    if not value.get("steps"):
+        return None
+    return {"steps": int(value["steps"]), "source": f"{entry.get('where')}: {value.get('expr')}"}
 
 
 def kept_records(trials: list[dict], stack: list[dict]) -> list[dict]:

@@ -2,8 +2,9 @@
 it to a copy of the script's tree, runs the patched script as plain python, and each edit must
 take effect there; the script's own flags must still be obeyed.
 
-Each entry's directory names its script (script.txt), small CPU arguments (cpu_args.txt) and
-the fixes that a CPU run can apply and show (cpu_fixes.txt, ``--apply`` syntax). Where the CPU
+Each entry's directory names its script (script.txt), small CPU arguments (cpu_args.txt), the
+fixes that a CPU run can apply and show (cpu_fixes.txt, ``--apply`` syntax) and, where advisor
+can read it, the run's length those arguments give (cpu_run_steps.txt). Where the CPU
 arguments pass the flag a fix's value comes from (``-j 0``), the patch must change that flag
 on the command line, and the verification, run with the changed flag, proves the script
 still reads it.
@@ -79,6 +80,11 @@ def test_forced_fixes_are_patched_and_take_effect_as_plain_python(entry, tmp_pat
     for rel in (r for r in _patched(out / "fixes.patch") if r.endswith(".py")):
         compile((tree / rel).read_text(), rel, "exec")
     assert _digest(src) == before
+    # the run's length, where the entry says what it is (cpu_run_steps.txt: the steps its CPU
+    # arguments train for, and a word of where advisor reads them)
+    if (CORPUS / entry / "cpu_run_steps.txt").is_file():
+        steps, source = _read(entry, "cpu_run_steps.txt").split(maxsplit=1)
+        assert doc["run_length"]["steps"] == int(steps) and source in doc["run_length"]["source"], doc["run_length"]
 
 
 def _patched(patch: Path) -> list[str]:

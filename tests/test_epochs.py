@@ -160,6 +160,45 @@ def test_shapes_that_give_no_count(run, body):
     assert run(body) is None
 
 
+def test_a_break_under_a_switch_that_is_off_cannot_end_an_epoch(run):
+    """pytorch/examples' ``if args.dry_run: break``: with the flag off the epoch is len(loader)."""
+    body = """
+        p = argparse.ArgumentParser()
+        p.add_argument("--epochs", type=int, default=3)
+        p.add_argument("--dry-run", action="store_true")
+        args = p.parse_args()
+        for epoch in range(1, args.epochs + 1):
+            for step, batch in enumerate(Probe(SITES)):
+                if step % 10 == 0:
+                    if args.dry_run:
+                        break
+    """
+    assert run(body, "--epochs", "4") == {"epochs": 4, "expr": "range(1, args.epochs + 1)", "where": "train.py:8"}
+
+
+@pytest.mark.parametrize("body", [
+    # the switch is on: the first batch ends the epoch
+    """
+    dry_run = True
+    for epoch in range(3):
+        for batch in Probe(SITES):
+            if dry_run:
+                break
+    """,
+    # the loop sets the switch itself: it can turn on at any batch
+    """
+    stop = False
+    for epoch in range(3):
+        for batch in Probe(SITES):
+            stop = batch > 1
+            if stop:
+                break
+    """,
+], ids=["switch-on", "switch-set-in-the-loop"])
+def test_a_break_under_a_switch_that_can_be_on_gives_no_count(run, body):
+    assert run(body) is None
+
+
 def test_a_loop_in_a_function_defined_inside_the_epoch_loop_is_not_inside_it(run):
     """A function defined in a loop body runs when it is called: only the caller's loops count."""
     seen = run("""

@@ -6,8 +6,13 @@ against the run the user will actually do.
 Only a plain shape counts: the user's ``for batch in loader`` (through enumerate, tqdm, ...)
 nested, in the same function or through the calls above it, in ``for epoch in range(...)``
 (``trange(...)``, ``tqdm(range(...))``), and no ``break`` in the batch loop that could end an
-epoch early. The range's bounds are read from the frame that runs the loop (names, attributes,
-subscripts by a constant, arithmetic): nothing is called. Anything else gives no count.
+epoch early. A ``break`` under a switch that is off (``if args.dry_run: break``, the switch a
+name or attribute the loop does not set) cannot. The range's bounds and the switches are read
+from the frame that runs the loop (names, attributes, subscripts by a constant, arithmetic):
+nothing is called. Anything else gives no count.
+
+Under a framework's own loop (Hugging Face ``Trainer``, Lightning's ``Trainer``) the framework
+has worked the run's length out itself: ``framework_steps`` reads it from the running trainer.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import ast
 import linecache
 import operator
+import sys
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
 _RANGE_WRAPPERS = ("tqdm", "enumerate", "list", "iter")   # wrap a range without changing its length
@@ -96,8 +102,33 @@ def _count(call: ast.Call, frame) -> int | None:
         return None
 
 
-def _breaks(loop) -> bool:
-    """Whether the loop's own body (not a nested loop's or function's) holds a ``break``."""
+def _bound_in(loop) -> set[str]:
+    """The names the loop sets: its target and whatever its body assigns."""
+    names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def _switch_off(test, frame, bound: set[str]) -> bool:
+    """Whether an ``if`` test is a switch the loop leaves alone (a name or attribute chain whose
+    root the loop does not set) and is off now; a switch cannot change between batches."""
+    root = test
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name) or root.id in bound:
+        return False
+    try:
+        return not _value(test, frame)
+    except Exception:  # noqa: BLE001 - a switch advisor cannot read may be on
+        return False
+
+
+def _breaks(loop, frame=None) -> bool:
+    """Whether the loop's own body (not a nested loop's or function's) holds a ``break`` that
+    could run: one under a switch that is off in ``frame`` cannot."""
+    bound = _bound_in(loop)
     stack = list(loop.body)
     while stack:
         node = stack.pop()
@@ -105,6 +136,9 @@ def _breaks(loop) -> bool:
             return True
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef,
                              ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.If) and frame is not None and _switch_off(node.test, frame, bound):
+            stack.extend(node.orelse)
             continue
         stack.extend(ast.iter_child_nodes(node))
     return False
@@ -120,7 +154,7 @@ def epoch_loop(sites) -> dict | None:
     loops = _loops_around(tree, frame.f_lineno) if tree is not None else []
     batch_loop = next((lp for lp in loops if lp.lineno == frame.f_lineno or lp.iter.lineno <= frame.f_lineno
                        <= lp.iter.end_lineno), None)
-    if batch_loop is None or _breaks(batch_loop):   # next(it) by hand, or a loop that may end early
+    if batch_loop is None or _breaks(batch_loop, frame):   # next(it) by hand, or a loop that may end early
         return None
     outer = loops[loops.index(batch_loop) + 1:]
     while frame is not None:
@@ -140,3 +174,33 @@ def epoch_loop(sites) -> dict | None:
         tree = _tree(frame.f_code.co_filename)
         outer = _loops_around(tree, frame.f_lineno) if tree is not None else []
     return None
+
+
+def framework_steps() -> dict | None:
+    """{"steps", "expr", "where"}: the optimizer steps a framework's trainer has set its run to,
+    read from the trainer whose loop is drawing the batch; None outside one, or when it trains
+    until stopped."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        owner = frame.f_locals.get("self")
+        kinds = {f"{c.__module__.split('.')[0]}.{c.__name__}" for c in type(owner).__mro__}
+        if frame.f_code.co_name == "_inner_training_loop" and "transformers.Trainer" in kinds:
+            steps = frame.f_locals.get("max_steps")
+            args = frame.f_locals.get("args")
+            expr = (f"max_steps {args.max_steps}" if getattr(args, "max_steps", 0) and args.max_steps > 0
+                    else f"{frame.f_locals.get('num_train_epochs')} epochs")
+            return _steps(steps, expr, "transformers Trainer")
+        trainer = getattr(owner, "trainer", None)
+        if {"lightning.Trainer", "pytorch_lightning.Trainer"} & {
+                f"{c.__module__.split('.')[0]}.{c.__name__}" for c in type(trainer).__mro__}:
+            expr = (f"max_steps {trainer.max_steps}" if (trainer.max_steps or -1) > 0
+                    else f"{trainer.max_epochs} epochs × {trainer.num_training_batches} batches")
+            return _steps(trainer.estimated_stepping_batches, expr, "Lightning Trainer")
+        frame = frame.f_back
+    return None
+
+
+def _steps(steps, expr: str, where: str) -> dict | None:
+    if not isinstance(steps, (int, float)) or not 0 < steps < float("inf"):
+        return None
+    return {"steps": int(steps), "expr": expr, "where": where}

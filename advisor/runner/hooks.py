@@ -188,7 +188,7 @@ class Hooks(CopyHooks, ItemHooks):
 
     def _epoch_loop(self) -> dict | None:
         try:
-            return epochs.epoch_loop(self.obs.sites)
+            return epochs.epoch_loop(self.obs.sites) or epochs.framework_steps()
         except Exception as e:
             self.c.internal_error("epoch count", e)
             return None

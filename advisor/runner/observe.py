@@ -188,9 +188,13 @@ class Observer:
 
     def on_first_batch(self, it, loop: dict | None = None) -> None:
         """The first batch came out of iterator `it`: its loader is the training loader, and
-        ``loop`` (runner.epochs) the epoch loop around the loop drawing from it."""
+        ``loop`` (runner.epochs) the epoch loop around the loop drawing from it, or the steps a
+        framework's trainer will run."""
         self.config.pop("epochs", None)
-        if loop is not None:
+        self.config.pop("run_steps", None)
+        if loop is not None and "steps" in loop:
+            self._set("run_steps", {"steps": loop["steps"], "expr": loop["expr"]}, loop["where"])
+        elif loop is not None:
             self._set("epochs", {"epochs": loop["epochs"], "expr": loop["expr"]}, loop["where"])
         ds = getattr(it, "_dataset", None)
         for loader, entry in list(self._loaders.items()):
