@@ -122,6 +122,7 @@ class Verification(TypedDict, total=False):
     speedup_vs_baseline: float | None
     of_stack: float | None
     stack_samples_per_s: float | None
+    stack_estimated: str           # the stack less a left-out fix: no run timed it (payback.patched_record)
     within_noise: float            # verified under 90% of the stack, inside this run-to-run band
     checks: list[VerificationCheck]
     loss_finite: bool

@@ -77,6 +77,39 @@ def unpaid(records: list[dict], length: dict | None) -> dict[str, str]:
     return out
 
 
+def patched_record(records: list[dict], left: dict[str, str], base: dict) -> dict | None:
+    """What the patch's fixes measured, with the fixes ``left`` out: each kept fix's own step
+    saving and one-off cost (its record against the record before it) added up. Where every
+    left-out fix comes after the last one the patch keeps, that is the last kept record itself;
+    where a kept fix was measured on top of a left-out one, its rate is estimated from the
+    savings (``estimated`` says so): no run timed exactly the patch's fixes."""
+    cost = saved = prev_cost = prev_saved = 0.0
+    last = last_exact = None
+    after_left = False
+    for rec in records:
+        c, s = rec.get("one_off_s"), rec.get("saved_per_step_s")
+        if c is None or s is None:
+            return None
+        if rec["fix"] in left:
+            after_left = True
+        else:
+            cost, saved, last = cost + c - prev_cost, saved + s - prev_saved, rec
+            if not after_left:
+                last_exact = rec
+        prev_cost, prev_saved = c, s
+    if last is None:
+        return None
+    if not after_left or last is last_exact:
+        return last
+    rate, ms = measure.samples_per_s(base), measure.step_ms(base)
+    step_s = ms / 1e3 - saved if ms else 0.0
+    if not rate or step_s <= 0:
+        return None
+    return {"fix": last["fix"], "one_off_s": cost, "saved_per_step_s": saved,
+            "samples_per_s": rate * ms / 1e3 / step_s,
+            "estimated": f"without {', '.join(sorted(left))}: the kept fixes' own savings added up"}
+
+
 def end_to_end(base: dict, kept: dict | None, length: dict | None) -> dict | None:
     """patch.end_to_end: the projected wall time of the whole run, from the script's first line,
     before and after the patch's fixes (``kept``: the record of the last fix the patch keeps, its

@@ -219,14 +219,16 @@ class Analyze:
         kept before it, not verified)."""
         records = payback.kept_records(doc["trials"], result["stack"])
         left = payback.unpaid(records, length)
-        # the stack's record: the last kept trial (a bundle's too), else the last one the patch keeps
-        last = measure.kept_trial(doc["trials"]) if not left else \
-            next((r for r in reversed(records) if r["fix"] not in left), None)
+        # the stack's record: the last kept trial (a bundle's too), else what the fixes the patch
+        # keeps measured (a record after a left-out fix has that fix in it: payback.patched_record)
+        last = measure.kept_trial(doc["trials"]) if not left else payback.patched_record(records, left, child)
         stack = [s for s in result["stack"] if s["name"] not in left]
         if stack or self.stages.applied:
             self._patch_and_verify(opts, doc, child, [*self.stages.applied, *stack],
                                    (last or {}).get("samples_per_s") or measure.samples_per_s(child))
         patch = doc.setdefault("patch", {"file": None, "notes": []})
+        if (last or {}).get("estimated") and patch.get("verification"):
+            patch["verification"]["stack_estimated"] = last["estimated"]
         if left:
             patch["left_out"] = left
         e2e = payback.end_to_end(child, last, length)

@@ -33,6 +33,9 @@ from advisor.runner._util import mirror_tree
 
 NAME = "verify-plain-python"
 SHORT = 0.90          # under this fraction of the stack, the report names what did not take
+# A run-to-run band wider than this says the runs cannot tell the patch from a much slower one:
+# a shortfall is judged against this much at most.
+BAND_CAP = 0.30
 
 
 # ----------------------------------------------------------------------------- the overlay
@@ -200,7 +203,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         noise_band = max(noise_band or 0.0, 2.0 * own) if own is not None else noise_band
         out["status"] = status_of(frac, out["checks"], noise_band)
         if out["status"] == "verified" and frac is not None and frac < SHORT:
-            out["within_noise"] = noise_band   # under 90%, inside the run-to-run band: not told apart
+            out["within_noise"] = min(noise_band, BAND_CAP)   # under 90%, inside the band: not told apart
         losses = [x for x in runs[-1].get("losses") or [] if isinstance(x, (int, float))]
         out["loss_finite"] = bool(losses) and all(x == x and abs(x) != float("inf") for x in losses)
     return out
@@ -210,14 +213,15 @@ def status_of(of_stack: float | None, rows: list[VerificationCheck], noise_band:
     """"verified": every edit took effect (or the run cannot show it) and the patched run reaches
     SHORT of the stack, or falls short of it by less than the run-to-run noise band (the trials'
     threshold for one run against one: on a host whose runs spread 30%, one run at 85% of another
-    tells them apart from nothing); "partial": an edit did not take effect, whatever the rate (the
-    other fixes alone may reach the stack: the user still does not get what was measured);
+    tells them apart from nothing; a band wider than BAND_CAP counts as BAND_CAP); "partial": an
+    edit did not take effect, whatever the rate (the other fixes alone may reach the stack: the
+    user still does not get what was measured);
     "short": every edit took, the rate falls under both."""
     if any(r.get("took_effect") is False for r in rows):
         return "partial"
     if of_stack is None or of_stack >= SHORT:
         return "verified"
-    return "verified" if noise_band and of_stack >= 1.0 - noise_band else "short"
+    return "verified" if noise_band and of_stack >= 1.0 - min(noise_band, BAND_CAP) else "short"
 
 
 def _rate(runs: list[dict], baseline: dict, batch_changes: bool) -> float:

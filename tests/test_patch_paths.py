@@ -354,6 +354,9 @@ def test_a_shortfall_inside_the_run_to_run_band_is_not_told_apart_from_the_stack
     assert verify.status_of(0.85, rows, noise_band=0.30) == "verified"
     assert verify.status_of(0.65, rows, noise_band=0.30) == "short"
     assert verify.status_of(0.85, rows, noise_band=0.06) == "short"
+    # two patched runs 41% apart (a shared host): the band they give is capped, 49% is short
+    assert verify.status_of(0.49, rows, noise_band=0.82) == "short"
+    assert verify.status_of(0.75, rows, noise_band=0.82) == "verified"
     line = verification.summary_line({"status": "verified", "samples_per_s": 85.0, "of_stack": 0.85,
                                       "within_noise": 0.30, "checks": rows})
     assert line == "verified as plain python: 85 samples/s (85% of the stack, within the 30% run-to-run band)"

@@ -140,3 +140,22 @@ def test_the_break_even_reads_in_steps_and_epochs_never_or_nothing_to_pay():
     assert break_even_text({"break_even_steps": 0, "one_off_s": -0.2}, 500) == "0 steps"
     assert break_even_text({"break_even_steps": None, "one_off_s": 3.0, "status": "accepted"}, 500) == "never"
     assert break_even_text({"break_even_steps": None, "one_off_s": None}, 500) == "–"
+
+
+def test_the_patch_stands_for_the_kept_fixes_less_a_left_out_one_between_them():
+    """A Hugging Face Trainer's ladder (H200): amp, then compile, then workers on top of the
+    compile. Compile is left out (not paid back in 1,200 steps): no run timed amp + workers, so
+    the patch's rate is the baseline step less amp's and workers' own savings, and the one-off
+    cost theirs; compile's saving and cost are not in it."""
+    base = _child(65.3, 5.0, batch=32)   # 490 samples/s
+    records = [{"fix": "amp", "one_off_s": 2.5, "saved_per_step_s": 0.0190, "samples_per_s": 691.0},
+               {"fix": "torch-compile", "one_off_s": 42.8, "saved_per_step_s": 0.0437, "samples_per_s": 1480.0},
+               {"fix": "dataloader-workers", "one_off_s": 44.3, "saved_per_step_s": 0.0463, "samples_per_s": 1679.0}]
+    rec = payback.patched_record(records, {"torch-compile": "not paid back"}, base)
+    assert rec["estimated"].startswith("without torch-compile")
+    assert rec["saved_per_step_s"] == pytest.approx(0.0190 + 0.0026)
+    assert rec["one_off_s"] == pytest.approx(2.5 + 1.5)
+    assert rec["samples_per_s"] == pytest.approx(32 / (0.0653 - 0.0216), rel=1e-3)   # ~732, not 1,679
+    # a left-out fix after the last kept one: that kept record was timed as it is
+    assert payback.patched_record(records, {"dataloader-workers": "x"}, base) is records[1]
+    assert payback.patched_record(records, {}, base) is records[2]
