@@ -116,6 +116,15 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
                    help="trial processes started ahead on a guess of the next trial, each waiting at the "
                         "script's first CUDA use (default: 5 with 16+ cores, 3 with 12+, 2 with 8+, 1 with 4+, 0 below; "
                         "0 turns it off)")
+    p.add_argument("--gpus", metavar="I[,I...]", default=None,
+                   help="the visible GPUs the trials may use, by position (0 is the baseline's): a single-GPU "
+                        "script's trial processes then run side by side, one GPU each (default: every idle GPU)")
+    p.add_argument("--trial-gpus", type=positive_int, default=None, metavar="N",
+                   help="run trials on at most N GPUs at once (1: one after another on the first)")
+    p.add_argument("--cache", metavar="DIR", default=None,
+                   help="keep torch.compile's caches (Inductor, Triton) of the trial processes in DIR, made if "
+                        "missing: a later analyze given the same DIR loads the graphs compiled here instead of "
+                        "compiling them again (default: shared by this run's processes, in its run directory)")
     p.add_argument("--verbose", action="store_true",
                    help="show the script's output of every process (the repeat, each trial, the verification) "
                         "on the terminal; by default the baseline's alone, the others' in their directory's stdout.txt")

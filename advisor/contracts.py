@@ -70,6 +70,9 @@ class TrialRecord(TypedDict, total=False):
     first_step_ms: float | None
     startup_s: float | None
     warmup_cost_s: float | None
+    compile_s: float | None        # seconds torch.compile spent in the process (runner.oneoffs.compile_seconds)
+    gpu: str | None                # its GPU where trials run side by side (trials.gpus)
+    gpu_offset: float | None       # its step times were divided by this: that GPU's offset from the first
     one_off_s: float | None        # its lead-in beyond the baseline's: paid once per run (measure.one_off_s)
     saved_per_step_s: float | None  # what it saves on a baseline step's samples
     break_even_steps: int | None   # baseline steps to pay back one_off_s (None: never)
@@ -261,7 +264,8 @@ _TRIAL = {"name": SCALAR, "fix": SCALAR, "status": SCALAR, "reason": SCALAR, "de
           "rung_note": SCALAR, "interventions": [ANY], "traces": [ANY], "apart": ANY, "ceiling": ANY,
           "batch_size": int, "micro_batches": int, "breakdown": _NUMS, "kernel_time_by_class": _NUMS,
           **{k: NUM for k in ("samples_per_s", "step_time_ms", "speedup_vs_baseline", "gain_vs_previous",
-                              "peak_memory_bytes", "warmup_cost_s", "profiled_step_time_ms")}}
+                              "peak_memory_bytes", "warmup_cost_s", "compile_s", "gpu_offset",
+                              "profiled_step_time_ms")}, "gpu": SCALAR}
 _FINDING = {"code": SCALAR, "name": SCALAR, "severity": SCALAR, "message": SCALAR, "evidence": [ANY],
             "estimated_gain_ms": NUM,
             "fix": {"intervention": SCALAR, "where": SCALAR, "code": SCALAR, "params": dict}}
@@ -285,7 +289,8 @@ READ_SHAPES = {
     "environment": dict,
     "findings": [_FINDING],
     "trials": [_TRIAL],
-    "trial_summary": {"noise": NUM, "threshold": NUM},
+    "trial_summary": {"noise": NUM, "threshold": NUM, "wall_s": NUM, "expected_s": NUM, "compile_s": NUM,
+                      "gpus": {"gpus": [{"gpu": SCALAR, "offset": NUM}], "processes": [ANY]}},
     "traces": MapOf([ANY]),
     "patch": {"file": SCALAR, "notes": [_NOTE],
               "verification": {"status": SCALAR, "error": SCALAR, "speedup_vs_baseline": NUM, "of_stack": NUM,

@@ -270,6 +270,9 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
         "startup_s": startup_s(child),
         "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
         "warmup_cost_s": warmup_cost_s(child),
+        "compile_s": child.get("compile_s"),   # torch.compile's own time in it (a cached graph: its load)
+        "gpu": child.get("gpu"),               # its GPU, where trials run side by side (trials.gpus)
+        "gpu_offset": child.get("gpu_offset"),  # its step times were divided by this (that GPU's offset)
         # paid once per run, beyond the baseline's, and the baseline steps it takes to pay back
         "one_off_s": _round(one_off := one_off_s(child, base)),
         "saved_per_step_s": _round(saved := saved_per_step_s(child, base), 6),

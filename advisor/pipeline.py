@@ -11,6 +11,7 @@ Each stage hands plain data to the next: the child's result (runner), the analys
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ class StageOptions:
     json: bool = False                   # --json: the script's output goes to stderr
     run_steps: int | None = None         # --run-steps: the user's run length (advisor.payback)
     allow: frozenset = frozenset()       # --allow: the user's choices fixes may override (Fix.allowed_by)
+    gpus: str | None = None              # --gpus: the visible GPUs the trials may use (trials.gpus)
+    trial_gpus: int | None = None        # --trial-gpus: at most this many of them
 
 
 class Interrupts:
@@ -97,6 +100,8 @@ class Analyze:
             self.save(doc)
         if prep is not None:
             prep.close()
+        # the processes' shared compile cache (specs.compile_cache_env) is this run's scratch
+        shutil.rmtree(self.run_dir / "cache", ignore_errors=True)
         return doc, child
 
     def save(self, doc: RunDocument) -> None:
@@ -187,19 +192,25 @@ class Analyze:
     def _trials(self, opts: AnalyzeOptions, child: dict, doc: RunDocument, warm=None, held=None,
                 split_profile: dict | None = None) -> None:
         from advisor import trials
+        from advisor.trials import gpus
 
         st = self.stages
         self._tell_quiet()
+        where = gpus.plan(child, opts.nproc_per_node, st.gpus, st.trial_gpus)
+        if len(where["gpus"]) > 1:
+            self.progress(f"trials side by side on {len(where['gpus'])} GPUs ({', '.join(where['gpus'])}), one each")
         ctx = trials.TrialContext(
             script=self.script, script_args=self.script_args, run_dir=self.run_dir, opts=opts, baseline=child,
             baseline_findings=doc["findings"], environment=doc["environment"], budget_s=st.budget_s,
             max_trials=st.max_trials, trial_timeout=st.trial_timeout, only=st.only, applied=st.applied,
             stdout_to_stderr=st.json, warm=warm, held=held, lookahead=st.lookahead, progress=self.progress,
-            split_profile=split_profile, interrupted=self.ctrl_c.pressed, allow=st.allow)
+            split_profile=split_profile, interrupted=self.ctrl_c.pressed, allow=st.allow, gpus=where["gpus"])
         result = trials.run_trials(ctx)
         doc["trials"] = result["trials"]
         doc["trial_summary"] = {k: result.get(k) for k in ("noise", "threshold", "stack", "interrupted", "processes",
-                                                           "lookahead")}
+                                                           "lookahead", "expected_s")}
+        doc["trial_summary"].update(compile_summary(doc["trials"]))
+        doc["trial_summary"]["gpus"] = result.get("gpus") or {"gpus": where["gpus"], "why_one": where["why_one"]}
         doc["trial_summary"].update({k: result[k] for k in ("unsettled", "settled") if result.get(k)})
         if result["stack"]:
             self._patch_kept(opts, doc, child, result, doc.get("run_length"))
@@ -207,7 +218,7 @@ class Analyze:
         if result["interrupted"] or pressed:
             during = self.ctrl_c.during or "trials"
             interrupted(doc, during, interrupted_reason(doc, during))
-        doc["trial_summary"]["analyze_wall_s"] = round(time.monotonic() - self.started, 1)  # baseline + trials
+        doc["trial_summary"]["wall_s"] = round(time.monotonic() - self.started, 1)  # the whole analyze, to here
         doc["roofline"] = headroom.summary(doc, child)
         self.save(doc)
 
@@ -267,6 +278,18 @@ class Analyze:
             noise_band=(doc.get("trial_summary") or {}).get("threshold"))
         if self.ctrl_c.pressed():  # it stopped the patched script: its run says nothing
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
+
+
+def compile_summary(trials: list[dict]) -> dict:
+    """trial_summary's compile figures: torch.compile's seconds over every trial process, and
+    the cache they shared (specs.compile_cache_env; the environment's, or --cache DIR)."""
+    import os
+
+    spent = [t["compile_s"] for t in trials if isinstance(t.get("compile_s"), (int, float))]
+    out: dict = {"compile_s": round(sum(spent), 1)} if spent else {}
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):   # the user's, or --cache DIR's: it stays
+        out["compile_cache"] = os.path.dirname(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    return out
 
 
 def _record_sources(doc: RunDocument, notes: list) -> None:

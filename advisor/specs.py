@@ -4,6 +4,7 @@ spec a child process reads (runner/bootstrap.py; docs/internals.md §1): the bas
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +72,7 @@ def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: Analyze
     spec = make_spec(script, script_args, Path(run_dir) / "trials" / name, opts, interventions=interventions,
                      run_name=name)
     spec["tb_dir"] = str(Path(run_dir) / "tb")
+    spec["environ"] = compile_cache_env(run_dir)
     sandbox(spec, run_dir)
     spec["record_lines"] = False
     spec["count_flops"] = False
@@ -80,6 +82,30 @@ def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: Analyze
     if not profile:
         spec["profile_steps"] = 0
     return spec
+
+
+def compile_cache_env(run_dir: Path | str) -> dict[str, str]:
+    """Where the processes after the baseline keep torch.compile's caches (Inductor's FX graphs
+    and AOTAutograd's, Triton's kernels): one directory they all share, <run_dir>/cache, so a
+    graph one trial compiled is loaded by the next instead of compiled again. Where the
+    environment names Inductor's cache (the user's own, or --cache DIR: use_cache_dir) every
+    process uses that one, as the user's runs do."""
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return {}
+    root = Path(run_dir) / "cache"
+    return {"TORCHINDUCTOR_CACHE_DIR": str(root / "inductor"), "TRITON_CACHE_DIR": str(root / "triton")}
+
+
+def use_cache_dir(cache: str) -> str:
+    """--cache DIR: torch.compile's caches of every process of this analyze in DIR (made if
+    missing), which outlives the run: a later analyze given DIR starts with the graphs compiled
+    here. Set in advisor's own environment, so each process inherits it and the OS-level sandbox
+    keeps DIR real (runner.parent.library_caches)."""
+    root = Path(cache).expanduser().absolute()
+    for name, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        os.environ[name] = str(root / sub)
+    return str(root)
 
 
 def sandbox(spec: dict, run_dir: Path | str, workdir: str = "tree") -> dict:

@@ -173,7 +173,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         spec = specs.trial_spec(patched, out["argv"], run_dir, opts, NAME, [], profile=False)
         spec["run_dir"] = str(Path(run_dir) / "verify" / f"run-{attempt + 1}")   # not a trial's
         spec["project_dirs"] = [root]
-        spec["environ"] = environ   # the variables patch.command sets before the script
+        spec["environ"] = {**spec.get("environ", {}), **environ}   # and the variables patch.command sets
         if os.path.realpath(spec["cwd"]) == root:   # it starts in the patched tree, not the user's
             spec["workdir"] = str(tree)
         # the patched script of a ddp fix runs as torchrun runs it (the report gives the command)

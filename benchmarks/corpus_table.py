@@ -36,7 +36,7 @@ def row(name: str, doc: dict, fast: dict | None) -> dict:
     fast_rate = (fast.get("measurement") or {}).get("samples_per_s") if fast else None
     return {"name": name, "baseline": base, "stack": v.get("stack_samples_per_s"),
             "verified": v.get("samples_per_s"), "of_stack": v.get("of_stack"), "status": v.get("status"),
-            "upstream_fast": fast_rate, "wall_s": (doc.get("trial_summary") or {}).get("analyze_wall_s"),
+            "upstream_fast": fast_rate, "wall_s": (ts := doc.get("trial_summary") or {}).get("wall_s") or ts.get("analyze_wall_s"),
             "kept": kept, "not_taken": failed, "argv": v.get("argv"),
             "one_off_s": [t.get("one_off_s") for t in records], "break_even_steps": [t.get("break_even_steps") for t in records],
             "left_out": patch.get("left_out") or {}, "end_to_end": patch.get("end_to_end"),

@@ -655,3 +655,17 @@ def test_the_ddp_trial_reports_its_scaling_against_one_gpu_in_chromium(tmp_path)
         assert_clean(page)
         assert f"{sc['speedup_vs_one_gpu']:.2f}x one GPU's samples/s on 2 GPUs (scaling efficiency {sc['efficiency']:.0%})" in page.dom
 
+
+
+def test_ladder_shows_each_trials_gpu_and_compile_time(tmp_path):
+    """Trials run side by side (advisor.trials.gpus): a row names its GPU and the offset its
+    step times were divided by; a compiled trial's one-off cell gives torch.compile's share."""
+    doc = rundir.read_json(LADDER_H200 / "run.json")
+    row = next(t for t in doc["trials"] if t["name"] == "02-dataloader-workers-4")
+    row.update(gpu="2", gpu_offset=1.031, compile_s=12.34)
+    text = report_html.render_html(doc, tmp_path)
+    ladder = text.split('id="ladder"', 1)[1].split("</table>", 1)[0]
+    shown = ladder.split("(02-dataloader-workers-4)", 1)[1].split("</tr>", 1)[0]
+    assert "on GPU 2, its step times divided by its offset 1.031" in shown
+    assert "compile 12.3 s" in shown
+    assert ladder.count("trial-gpu") == 1   # the other rows ran on the one GPU

@@ -156,11 +156,14 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     stages = StageOptions(
         trials=not ns.no_trials, verify=not getattr(ns, "no_verify", False), only=only, applied=applied,
         budget_s=ns.budget * 60.0, max_trials=ns.max_trials, trial_timeout=ns.trial_timeout, json=ns.json,
-        run_steps=getattr(ns, "run_steps", None), allow=allow,
+        run_steps=getattr(ns, "run_steps", None), allow=allow, gpus=getattr(ns, "gpus", None),
+        trial_gpus=getattr(ns, "trial_gpus", None),
         # ranks start under torch.distributed.run, never ahead (runner/ranks.py)
         lookahead=0 if opts.nproc_per_node > 1 else ns.lookahead)
     try:
         run_dir = rundir.new_run_dir(script, ns.out)
+        if getattr(ns, "cache", None):
+            specs.use_cache_dir(ns.cache)
     except OSError as exc:
         return _fail(str(exc))
     spec = specs.make_spec(script, script_args, run_dir, opts, interventions=applied)

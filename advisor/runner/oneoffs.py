@@ -38,6 +38,24 @@ def compiled_graphs() -> int:
         return 0
 
 
+# Dynamo's timers of a compile: the forward graphs (tracing and the backend's compile) and the
+# backward graphs, which AOTAutograd compiles lazily at the first backward.
+_COMPILE_TIMERS = ("_compile.compile_inner", "backward._backward_impl")
+
+
+def compile_seconds() -> float | None:
+    """Seconds torch.compile spent compiling in this process so far (graphs loaded from the
+    cache count their load); None when it never ran."""
+    if not compiled_graphs():
+        return None
+    try:
+        from torch._dynamo.utils import compilation_time_metrics
+
+        return round(sum(sum(compilation_time_metrics.get(k) or []) for k in _COMPILE_TIMERS), 3)
+    except Exception:
+        return None
+
+
 def _sync() -> None:
     try:
         if torch.cuda.is_initialized():

@@ -166,10 +166,12 @@ def stall_limit(intervals: list[float], stall_timeout: float | None) -> float:
 
 def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=None,
               grace: float = GRACE_S, stdout_to_stderr: bool = False, warm=None, held=None,
-              stall_timeout: float | None = None) -> dict:
+              stall_timeout: float | None = None, signals=None) -> dict:
     """Run spec["script"] under advisor in a child process; see docs/internals.md §1.
     warm: a runner.ahead.WarmChild to start from; held: a runner.ahead.HeldChild started on
     this spec, waiting at the script's first CUDA use, to release (else it starts as warm).
+    signals: what stands for Ctrl-C (a ``count`` that grows) for a run in a thread of its own
+    (trials.gpus); else the process's own signals.
 
     Returns child.json's content plus ``status`` ("complete" | "incomplete"),
     ``incomplete_reasons`` (one-line strings), ``interrupted`` (Ctrl-C was pressed) and
@@ -182,7 +184,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     progress = Progress(os.path.join(spec["run_dir"], "progress.jsonl"), on_progress)
     limits = _Limits(t0, timeout, step_timeout, stall_timeout, spec["run_dir"])
     stop = Stop(proc, spec, grace)
-    with Signals() as signals:
+    with signals if signals is not None else Signals() as signals:
         rc = follow(proc, progress, limits, stop, signals)
     progress.read_rest()
 

@@ -107,11 +107,18 @@ def child_doc(ctl) -> dict:
         "interventions_applied": list(ctl.interventions_applied),
         "exit": dict(ctl.outcome.exit),
         "startup": ctl.startup.doc(),
+        "compile_s": _compile_seconds(),
         "executed_lines": ctl.lines.doc() if ctl.lines is not None else {},
         "own_profiler": ctl.script_profilers.doc() if ctl.script_profilers is not None else None,
         "flops": ctl.flops.doc() if ctl.flops is not None else None,
         "sandbox": ctl.sandbox.doc() if ctl.sandbox is not None else None,
     }
+
+
+def _compile_seconds() -> float | None:
+    from advisor.runner.oneoffs import compile_seconds  # torch: the child's, imported there already
+
+    return compile_seconds()
 
 
 def save_child_doc(ctl) -> None:

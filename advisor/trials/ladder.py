@@ -18,6 +18,7 @@ from advisor import engine, fixes, measure
 from advisor.contracts import TrialRecord
 from advisor.trials import apart, guesses, rungs, sanity, scaling
 from advisor.trials.candidates import Candidate, candidates_from_findings
+from advisor.trials.gpus import ParallelRunner
 from advisor.trials.lookahead import Lookahead, default_count
 from advisor.trials.process import Pending, TrialContext
 from advisor.trials.state import After, Reference
@@ -43,15 +44,23 @@ def run_trials(ctx: TrialContext) -> dict:
     "interrupted"}. After Ctrl-C (a process it reached, or ctx.interrupted) nothing new starts:
     the trial that was running is recorded as not run, every verdict reached before it is kept,
     and so is the stack (a group's best value so far included)."""
-    ctx.ahead = Lookahead(ctx.run_dir, default_count(ctx.baseline, ctx.lookahead), str(Path.cwd()),
-                          ctx.stdout_to_stderr, ctx.warm, ctx.held)
+    side_by_side = None
+    count = default_count(ctx.baseline, ctx.lookahead)
+    if len(ctx.gpus) > 1:   # the guesses run to the end on the other GPUs, one each (trials.gpus)
+        side_by_side = ctx.runner = ParallelRunner(ctx.runner, ctx.gpus)
+        count = len(ctx.gpus) - 1
+    ctx.ahead = Lookahead(ctx.run_dir, count, str(Path.cwd()), ctx.stdout_to_stderr, ctx.warm, ctx.held)
     ctx.ahead.note(ctx.baseline)
     ctx.warm = ctx.held = None
     try:
         result = _Ladder(ctx).run()
         result["lookahead"] = ctx.ahead.summary()
+        if side_by_side is not None:
+            result["gpus"] = side_by_side.summary()
         return result
     finally:
+        if side_by_side is not None:
+            side_by_side.close()   # guesses still running
         ctx.ahead.close()  # what was started for processes that will not come
 
 
@@ -121,6 +130,7 @@ class _Ladder:
     def run(self) -> dict:
         try:
             self.queue = candidates_from_findings(self.ctx.baseline_findings, self.ctx.environment, self.ctx.only)
+            self._expect()
             self._reference()
             if self.result.get("unsettled") and self.ctx.only is None:   # nothing can be judged: nothing more runs
                 return self.result
@@ -151,6 +161,21 @@ class _Ladder:
             if self.groups:  # the noise the verdicts so far were judged at
                 self.result["noise"], self.result["threshold"] = self.noise, measure.acceptance_threshold(self.noise)
         return self.result
+
+    def _expect(self) -> None:
+        """Say how long the trials should take: a process each for the repeat, the fixes the
+        baseline's findings ask for and the data-free ceiling, each as long as the baseline's
+        process took, within the budget (trial_summary.expected_s). Compiles and what the rules
+        ask for on later traces come on top; lookahead and cached compiles take some off."""
+        per = self.base.get("elapsed_s")
+        if not isinstance(per, (int, float)) or per <= 0:
+            return
+        n = 2 + len({c.key for c in self.queue})
+        expected = min(n * per, self.ctx.budget_s)
+        self.result["expected_s"] = round(expected, 1)
+        capped = " (the budget)" if expected < n * per else ""
+        self.say(f"trials: about {expected / 60:.0f} min{capped}: {n} processes of about {per:.0f} s "
+                 f"(the repeat, {n - 2} fix{'es' if n - 2 != 1 else ''}, the data-free ceiling), compiles on top")
 
     def _settle_groups(self) -> None:
         """A group's best value joins the stack once none of its values is left to try (tried,

@@ -77,6 +77,9 @@ class TrialContext:
     interrupted: Callable[[], bool] | None = None
     runner: TrialRunner = field(default_factory=TrialRunner)   # how a trial runs (a fake one in tests)
     allow: frozenset = frozenset()  # --allow: what a fix may override of the user's choices (Fix.allowed_by)
+    gpus: list[str] = field(default_factory=list)  # the trials' GPUs, several: side by side (trials.gpus)
+    gpu: str | None = None          # this process's GPU (CUDA_VISIBLE_DEVICES), under trials.gpus
+    cancel: object = None           # stops this process from another thread (trials.gpus), as Ctrl-C would
 
     def out_of_budget(self) -> bool:
         return time.monotonic() - self.started > self.budget_s
@@ -88,8 +91,11 @@ def finished(child: dict) -> bool:
 
 
 def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> dict:
-    return specs.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
-                               [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile, quiet_s(ctx.lookahead))
+    spec = specs.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
+                            [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile, quiet_s(ctx.lookahead))
+    if ctx.gpu is not None:   # a GPU of its own (trials.gpus), set before the script's first line
+        spec["environ"] = {**spec.get("environ", {}), "CUDA_VISIBLE_DEVICES": ctx.gpu}
+    return spec
 
 
 def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True,
@@ -108,7 +114,7 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
         child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
                           stdout_to_stderr=ctx.stdout_to_stderr, warm=warm, held=held,
                           stall_timeout=ctx.opts.stall_timeout,
-                          on_progress=ctx.ahead.on_stage)
+                          on_progress=ctx.ahead.on_stage, signals=ctx.cancel)
     finally:
         ctx.ahead.resume()
     ctx.ahead.note(child)

@@ -1,0 +1,317 @@
+"""Trials on several GPUs: a single-GPU script's trial processes run side by side, each pinned
+to a GPU of its own (CUDA_VISIBLE_DEVICES), instead of one after another on the first.
+
+The ladder stays what it is (greedy, each rung judged on the stack before it); what changes is
+when its processes run. While the ladder waits for one, the processes it is likely to ask for
+next (its guesses: advisor.trials.guesses) already run to the end on the other GPUs; when the
+ladder asks for one of them it takes that run's result, waiting only for what is left of it. A
+guess the ladder no longer expects is stopped, and its GPU goes to a newer guess.
+
+GPUs of one kind still differ a little (clocks, cooling, the host's NUMA node): while the repeat
+runs on the first GPU, the baseline runs once on each other GPU too. A GPU whose step time is
+off the first's by more than twice the run-to-run noise has its runs' step times scaled by that
+offset before a verdict reads them; a smaller offset cannot be told from noise and is left
+alone (scaling by a one-run estimate would add its own noise). trial_summary.gpus gives each
+GPU's offset, and each trial record its ``gpu``.
+
+Only for a script that trains on one GPU: the baseline ran on CUDA, under one process, with no
+DataParallel model (that spreads itself over every visible GPU). A fix whose run launches
+several processes (ddp) runs alone, with every GPU visible, once the others are done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import threading
+
+from advisor import measure
+
+IDLE_MIB = 1024          # a GPU with less memory in use than this runs nothing else
+REFERENCE = "00-baseline-gpu"   # the baseline once on each other GPU: its offset from the first
+
+
+def visible(smi: str | None = None) -> list[dict]:
+    """The GPUs this process sees, in CUDA's order: [{"id": what CUDA_VISIBLE_DEVICES names it
+    by, "used_mib"}]. ``smi``: nvidia-smi's CSV (index, uuid, memory.used) for tests."""
+    if smi is None:
+        if not shutil.which("nvidia-smi"):
+            return []
+        try:
+            smi = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,memory.used", "--format=csv,noheader,nounits"],
+                                 capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.SubprocessError):
+            return []
+    rows = []
+    for line in smi.strip().splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3 and parts[0].isdigit():
+            rows.append({"index": parts[0], "uuid": parts[1], "used_mib": float(parts[2] or 0)})
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if seen is None:
+        return [{"id": r["index"], "used_mib": r["used_mib"]} for r in rows]
+    out = []
+    for name in (n.strip() for n in seen.split(",") if n.strip()):
+        row = next((r for r in rows if name in (r["index"], r["uuid"]) or r["uuid"].startswith(name)), None)
+        if row is None:   # CUDA stops at the first name it cannot find
+            break
+        out.append({"id": name, "used_mib": row["used_mib"]})
+    return out
+
+
+def choose(gpus: list[dict], asked: str | None = None, count: int | None = None) -> list[str]:
+    """The GPUs the trials use, the baseline's (the first visible) first: ``asked`` (--gpus, a
+    comma-separated list of positions among the visible GPUs), else the idle ones, at most
+    ``count`` (--trial-gpus). Raises ValueError for a position that is not visible."""
+    if asked:
+        picked = []
+        for word in (w.strip() for w in asked.split(",") if w.strip()):
+            if not word.isdigit() or int(word) >= len(gpus):
+                raise ValueError(f"--gpus: no visible GPU {word} (this machine shows {len(gpus)})")
+            picked.append(gpus[int(word)]["id"])
+    else:
+        picked = [g["id"] for i, g in enumerate(gpus) if i == 0 or g["used_mib"] < IDLE_MIB]
+    picked = list(dict.fromkeys(picked))
+    return picked[:count] if count else picked
+
+
+def why_one(baseline: dict, nproc: int) -> str | None:
+    """Why the trials run on one GPU whatever the machine has; None when they may spread."""
+    if nproc > 1:
+        return "the script runs several processes (--nproc-per-node)"
+    if not (baseline.get("environment") or {}).get("gpu_name") and not (baseline.get("memory") or {}).get("capacity_bytes"):
+        return "the baseline did not train on a GPU"
+    model = ((baseline.get("config") or {}).get("model") or {}).get("value") or {}
+    if model.get("wrapper") in ("DataParallel",):
+        return "the model is DataParallel: each run spreads over every visible GPU"
+    return None
+
+
+def plan(baseline: dict, nproc: int, asked: str | None = None, count: int | None = None) -> dict:
+    """{"gpus": the GPUs the trials run on, "why_one": why only the first} for this run; one GPU
+    (the first visible) wherever the script's own way of running forbids spreading."""
+    why = why_one(baseline, nproc)
+    shown = visible() if why is None else []
+    picked = choose(shown, asked, count) if shown else []
+    if why is None and len(picked) < 2:
+        why = "this machine shows one GPU" if len(shown) < 2 else "the other GPUs are busy or were not asked for"
+    return {"gpus": picked if why is None else picked[:1], "why_one": why}
+
+
+class _Cancel:
+    """run_child's signals for a run in a thread: stopping it is a Ctrl-C of its own."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+
+class _NoAhead:
+    """A process on a GPU of its own starts cold: the processes started ahead (lookahead.py)
+    wait for the first GPU's trial, one at a time."""
+
+    def take(self, spec):
+        return None, None
+
+    def guess(self, running, specs):
+        pass
+
+    def on_stage(self, *a, **k):
+        pass
+
+    def resume(self):
+        pass
+
+    def note(self, child):
+        pass
+
+
+@dataclasses.dataclass
+class _Job:
+    key: tuple
+    gpu: str | None
+    guess: bool                 # started on a guess: stopped when no longer expected
+    cancel: _Cancel = dataclasses.field(default_factory=_Cancel)
+    thread: threading.Thread | None = None
+    result: tuple | None = None
+
+
+class ParallelRunner:
+    """A TrialRunner (advisor.trials.process) over several GPUs: ``inner`` runs each process,
+    in a thread of its own, with ``ctx.gpu`` naming its GPU (a copy of the ladder's context)."""
+
+    def __init__(self, inner, gpus: list[str]):
+        self.inner, self.gpus = inner, list(gpus)
+        self.jobs: dict[tuple, _Job] = {}
+        self.lock = threading.Lock()
+        self.offsets: dict[str, dict] = {}
+        self.calibration: dict[str, _Job] = {}
+        self.log: list[dict] = []
+        self.guessed: set[tuple] = set()
+
+    # the TrialRunner interface: findings and the ceiling are the inner runner's
+    def findings(self, *a, **k):
+        return self.inner.findings(*a, **k)
+
+    def ceiling(self, after):
+        return self.inner.ceiling(after)
+
+    def process(self, ctx, name: str, stack: list, profile: bool = True, guesses=None):
+        """One process of the ladder: a guess's run when one was made on it, else a new run on
+        a free GPU; the next guesses start on the GPUs left while it runs."""
+        key = _key(name, stack, profile)
+        if _several_processes(stack):   # ddp: every GPU, nothing beside it
+            self._drop(keep=set())
+            return self.inner.process(dataclasses.replace(ctx, gpu=None), name, stack, profile, None)
+        first = not self.offsets and not self.calibration
+        job = self.jobs.get(key) or self._start(ctx, key, name, stack, profile, guess=False)
+        job.guess = False
+        if first:
+            self._calibrate(ctx)
+        self._guess(ctx, key, guesses or [])
+        job.thread.join()
+        with self.lock:
+            self.jobs.pop(key, None)
+        child, analysis, model = job.result
+        self.log.append({"process": name, "gpu": job.gpu, "started_on_a_guess": key in self.guessed})
+        if self.calibration and child.get("status") == "complete":
+            self._settle_offsets(ctx.baseline, child)
+        return self._adjust(child, job.gpu), analysis, model
+
+    def close(self) -> None:
+        """Stop whatever still runs on a guess (the ladder is done, or Ctrl-C)."""
+        for job in [*self.jobs.values(), *self.calibration.values()]:
+            self._stop(job)
+        self.calibration = {}
+
+    def summary(self) -> dict:
+        return {"gpus": [{"gpu": g, **self.offsets.get(g, {"offset": 1.0, "applied": False})} for g in self.gpus],
+                "processes": self.log}
+
+    # ------------------------------------------------------------------ scheduling
+    def _start(self, ctx, key: tuple, name: str, stack: list, profile: bool, guess: bool) -> _Job | None:
+        gpu = self._free_gpu(preempt=not guess)
+        if gpu is None:
+            return None
+        job = _Job(key, gpu, guess)
+
+        def run() -> None:
+            sub = dataclasses.replace(ctx, gpu=gpu, cancel=job.cancel, ahead=_NoAhead())
+            try:
+                job.result = self.inner.process(sub, name, stack, profile, None)
+            except BaseException as e:  # noqa: BLE001 - a process that raised is a failed run
+                job.result = ({"status": "incomplete", "incomplete_reasons": [f"{type(e).__name__}: {e}"]}, None, None)
+
+        job.thread = threading.Thread(target=run, daemon=True, name=f"trial {name} on GPU {gpu}")
+        with self.lock:
+            self.jobs[key] = job
+        if guess:
+            self.guessed.add(key)
+        job.thread.start()
+        return job
+
+    def _busy(self) -> set[str]:
+        with self.lock:
+            jobs = [*self.jobs.values(), *self.calibration.values()]
+        return {j.gpu for j in jobs if j.result is None}
+
+    def _free_gpu(self, preempt: bool) -> str | None:
+        """A GPU no running process holds; for the process the ladder waits on, a guess's GPU
+        when none is free (that guess is stopped)."""
+        free = [g for g in self.gpus if g not in self._busy()]
+        if free:
+            return free[0]
+        if not preempt:
+            return None
+        victim = next((j for j in reversed(list(self.jobs.values())) if j.guess and j.result is None), None)
+        if victim is None:
+            return self.gpus[0]
+        self._stop(victim)
+        return victim.gpu
+
+    def _guess(self, ctx, running: tuple, guesses: list) -> None:
+        """Start the guesses on the GPUs left, most likely first; stop the guesses running that
+        are no longer expected."""
+        wanted = [(_key(n, s, p), n, s, p) for n, s, p in guesses if not _several_processes(s)]
+        self._drop(keep={running, *(k for k, *_ in wanted)})
+        for key, n, s, p in wanted:
+            if key not in self.jobs and self._start(ctx, key, n, s, p, guess=True) is None:
+                break
+
+    def _drop(self, keep: set) -> None:
+        for job in [j for j in self.jobs.values() if j.guess and j.key not in keep]:
+            self._stop(job)
+
+    def _stop(self, job: _Job) -> None:
+        job.cancel.count += 1
+        if job.thread is not None:
+            job.thread.join()
+        with self.lock:
+            self.jobs.pop(job.key, None)
+
+    # ------------------------------------------------------------------ GPU offsets
+    def _calibrate(self, ctx) -> None:
+        """The baseline once on each other GPU, beside the repeat on the first."""
+        for gpu in self.gpus[1:]:
+            name = f"{REFERENCE}{gpu}"
+            job = _Job(_key(name, [], False), gpu, False)
+
+            def run(job=job, name=name, gpu=gpu) -> None:
+                sub = dataclasses.replace(ctx, gpu=gpu, cancel=job.cancel, ahead=_NoAhead())
+                try:
+                    job.result = self.inner.process(sub, name, [], False, None)
+                except BaseException as e:  # noqa: BLE001
+                    job.result = ({"status": "incomplete", "incomplete_reasons": [str(e)]}, None, None)
+
+            job.thread = threading.Thread(target=run, daemon=True, name=f"{name}")
+            self.calibration[gpu] = job
+            job.thread.start()
+
+    def _settle_offsets(self, baseline: dict, first: dict) -> None:
+        """Each GPU's offset: its baseline run's step time over the first GPU's (the baseline's
+        and this run's mean), applied beyond twice their difference (the run-to-run noise)."""
+        ms = [x for x in (measure.step_ms(baseline), measure.step_ms(first)) if x]
+        if not ms:
+            return
+        mean = sum(ms) / len(ms)
+        noise = max(ms) / min(ms) - 1.0 if len(ms) > 1 else 0.0
+        for gpu, job in self.calibration.items():
+            job.thread.join()
+            theirs = measure.step_ms(job.result[0]) if job.result else None
+            if not theirs:
+                self.offsets[gpu] = {"offset": 1.0, "applied": False, "why": "its baseline run measured no step"}
+                continue
+            offset = theirs / mean
+            self.offsets[gpu] = {"offset": round(offset, 4), "applied": abs(offset - 1.0) > 2 * noise}
+        self.calibration = {}
+
+    def _adjust(self, child: dict, gpu: str | None) -> dict:
+        """The run's GPU, and its step times in the first GPU's terms where its offset counts."""
+        if gpu is None:
+            return child
+        child["gpu"] = gpu
+        entry = self.offsets.get(gpu) or {}
+        if entry.get("applied"):
+            f = entry["offset"]
+            child["gpu_offset"] = f
+            child["step_times_ms"] = [t / f for t in child.get("step_times_ms") or []]
+            if child.get("measure_window_ms"):
+                child["measure_window_ms"] /= f
+        return child
+
+
+def _key(name: str, stack: list, profile: bool) -> tuple:
+    return name, tuple(c.key for c in stack), bool(profile)
+
+
+def _several_processes(stack: list) -> bool:
+    from advisor import specs
+
+    return specs.launch_nproc([s for c in stack for s in c.as_specs()]) > 1

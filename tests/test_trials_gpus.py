@@ -1,0 +1,155 @@
+"""Trials side by side on several GPUs (advisor.trials.gpus): which GPUs a machine offers, and
+the ladder's processes scheduled over fake GPUs by an injected runner that sleeps instead of
+training (no child process): each on a GPU of its own, the guesses running beside the trial the
+ladder waits on, each GPU's offset from the first measured and applied beyond the noise."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from advisor import specs, trials
+from advisor.trials import gpus
+from advisor.trials.process import TrialContext, _spec
+
+SMI = """0, GPU-aaaa, 3
+1, GPU-bbbb, 70000
+2, GPU-cccc, 5
+3, GPU-dddd, 0
+"""
+
+
+def test_the_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert [g["id"] for g in gpus.visible(SMI)] == ["0", "1", "2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,GPU-dddd,7,0")   # CUDA stops at the unknown 7
+    assert gpus.visible(SMI) == [{"id": "2", "used_mib": 5.0}, {"id": "GPU-dddd", "used_mib": 0.0}]
+
+
+def test_idle_gpus_by_default_the_asked_ones_and_at_most_n(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    shown = gpus.visible(SMI)
+    assert gpus.choose(shown) == ["0", "2", "3"]            # GPU 1 holds another process's 70 GB
+    assert gpus.choose(shown, count=2) == ["0", "2"]
+    assert gpus.choose(shown, asked="0,1") == ["0", "1"]    # asked for: used whatever it holds
+    with pytest.raises(ValueError, match="no visible GPU 9"):
+        gpus.choose(shown, asked="0,9")
+
+
+@pytest.mark.parametrize("baseline,nproc,why", [
+    ({"memory": {"capacity_bytes": 1}, "config": {"model": {"value": {"wrapper": "DataParallel"}}}}, 1, "DataParallel"),
+    ({"memory": {}}, 1, "did not train on a GPU"),
+    ({"memory": {"capacity_bytes": 1}}, 2, "several processes"),
+])
+def test_scripts_that_must_keep_one_gpu(baseline, nproc, why):
+    assert why in gpus.why_one(baseline, nproc)
+    assert gpus.plan(baseline, nproc)["gpus"] == []
+
+
+def test_a_trial_on_a_gpu_of_its_own_names_it_before_the_script_runs(tmp_path):
+    ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
+                       baseline={}, baseline_findings=[], environment={}, gpu="3")
+    assert _spec(ctx, "01-amp", [])["environ"]["CUDA_VISIBLE_DEVICES"] == "3"
+    assert "CUDA_VISIBLE_DEVICES" not in _spec(TrialContext(
+        script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(), baseline={},
+        baseline_findings=[], environment={}), "01-amp", []).get("environ", {})
+
+
+def _timed(ms: float, steps: int = 10) -> dict:
+    return {"status": "complete", "batch_size": 8, "step_times_ms": [ms] * steps, "measure_window_ms": ms * steps,
+            "losses": [2.0, 1.9, 1.8, 1.7]}
+
+
+class FakeGpus(trials.TrialRunner):
+    """Each process sleeps `hold` seconds and runs at its fixes' speed times its GPU's slowness;
+    records the GPU it ran on and when."""
+
+    def __init__(self, speeds: dict, slow: dict | None = None, hold: float = 0.15):
+        self.speeds, self.slow, self.hold = speeds, slow or {}, hold
+        self.runs: list[dict] = []
+        self.lock = threading.Lock()
+
+    def process(self, ctx, name, stack, profile=True, guesses=None):
+        names = {p.name for c in stack for p in c.parts}
+        start = time.monotonic()
+        deadline = start + self.hold
+        while time.monotonic() < deadline:   # stopped like a child that Ctrl-C reached
+            if ctx.cancel is not None and ctx.cancel.count:
+                with self.lock:
+                    self.runs.append({"name": name, "gpu": ctx.gpu, "start": start, "end": time.monotonic(),
+                                      "stopped": True})
+                return {"status": "incomplete", "interrupted": True}, None, None
+            time.sleep(0.01)
+        with self.lock:
+            self.runs.append({"name": name, "gpu": ctx.gpu, "start": start, "end": time.monotonic(),
+                              "env": _spec(ctx, name, stack, profile).get("environ", {}).get("CUDA_VISIBLE_DEVICES")})
+        ms = 100.0 - sum(gain for fix, gain in self.speeds.items() if fix in names)
+        return _timed(ms * self.slow.get(ctx.gpu, 1.0)), None, None
+
+    def ceiling(self, after):
+        return None
+
+
+def _ladder(tmp_path, runner: FakeGpus, devices: list[str], findings: list[dict]):
+    ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
+                       baseline=_timed(100.0), baseline_findings=findings, environment={},
+                       progress=lambda s: None, runner=runner, gpus=devices)
+    return trials.run_trials(ctx)
+
+
+FINDINGS = [{"code": "ADV000", "estimated_gain_ms": g, "fix": {"intervention": f}}
+            for f, g in (("set-to-none", 30.0), ("channels-last", 20.0), ("cudnn-benchmark", 10.0))]
+SPEEDS = {"set-to-none": 40.0, "channels-last": 20.0, "cudnn-benchmark": 0.1}   # ms a step each saves of 100
+KEPT = set(SPEEDS)   # set-to-none and cudnn-benchmark as one rung (cheap fixes go together), then channels-last
+
+
+def _kept(result) -> set:
+    return {s["name"] for s in result["stack"]}
+
+
+def test_trials_run_side_by_side_each_on_a_gpu_of_its_own(tmp_path):
+    runner = FakeGpus(SPEEDS)
+    result = _ladder(tmp_path, runner, ["0", "1", "2"], FINDINGS)
+    done = [r for r in runner.runs if not r.get("stopped")]
+    # every process named its GPU before its script ran, one of the three
+    assert all(r["env"] == r["gpu"] and r["gpu"] in ("0", "1", "2") for r in done)
+    # the baseline once on each other GPU, beside the repeat on the first
+    names = {r["name"]: r for r in done}
+    assert {"00-baseline-gpu1", "00-baseline-gpu2"} <= set(names) and names["00-baseline-repeat"]["gpu"] == "0"
+    # processes overlapped in time, never two at once on one GPU
+    overlaps = [(a, b) for a in done for b in done if a is not b and a["start"] < b["end"] and b["start"] < a["end"]]
+    assert overlaps and all(a["gpu"] != b["gpu"] for a, b in overlaps)
+    # the ladder's verdicts are those of one GPU: the same stack kept
+    assert _kept(result) == KEPT
+    rec = {t["name"]: t for t in result["trials"]}
+    assert all(rec[n].get("gpu") in ("0", "1", "2") for n in rec if n.startswith("0") and rec[n].get("status") != "not run")
+    summary = result["gpus"]
+    assert [g["gpu"] for g in summary["gpus"]] == ["0", "1", "2"]
+    assert any(p["started_on_a_guess"] for p in summary["processes"])   # a guess ran ahead and was taken
+
+
+def test_a_gpu_slower_beyond_the_noise_has_its_runs_scaled_to_the_first(tmp_path):
+    """GPU 2 runs everything 25% slower: its offset is measured from the baseline run on it and
+    divided out, so the channels-last trial, wherever it ran, reads 39.9 ms on top of 59.9."""
+    runner = FakeGpus(SPEEDS, slow={"2": 1.25})
+    result = _ladder(tmp_path, runner, ["0", "1", "2"], FINDINGS)
+    offsets = {g["gpu"]: g for g in result["gpus"]["gpus"]}
+    assert offsets["2"]["offset"] == pytest.approx(1.25) and offsets["2"]["applied"] is True
+    assert offsets["1"]["offset"] == pytest.approx(1.0) and offsets["1"]["applied"] is False
+    # two GPUs: the guess the ladder takes ran on the slow one
+    runner = FakeGpus(SPEEDS, slow={"2": 1.25})
+    result = _ladder(tmp_path / "two", runner, ["0", "2"], FINDINGS)
+    on_two = [t for t in result["trials"] if t.get("gpu") == "2"]
+    assert on_two and all(t["gpu_offset"] == pytest.approx(1.25) for t in on_two)
+    assert _kept(result) == KEPT
+    times = {t["name"]: t["step_time_ms"] for t in result["trials"] if t.get("step_time_ms")}
+    assert times["02-channels-last"] == pytest.approx(39.9)
+
+
+def test_one_gpu_runs_the_ladder_as_before(tmp_path):
+    runner = FakeGpus(SPEEDS, hold=0.0)
+    result = _ladder(tmp_path, runner, ["0"], FINDINGS)
+    assert "gpus" not in result and all(r["gpu"] is None for r in runner.runs)
+    assert _kept(result) == KEPT
