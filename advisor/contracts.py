@@ -277,7 +277,7 @@ READ_SHAPES = {
     "schema": int, "advisor_version": SCALAR, "created": SCALAR, "run_dir": SCALAR, "status": SCALAR,
     "incomplete_reasons": [ANY], "notes": [ANY], "applied": [ANY], "skipped_rules": [ANY],
     "command": {"argv": [ANY], "script": SCALAR, "cwd": SCALAR},
-    "measurement": {"step_time_ms": NUM, "samples_per_s": NUM, "step_time_iqr_ms": NUM, "steps_measured": NUM,
+    "measurement": {"step_time_ms": NUM, "samples_per_s": NUM, "step_time_iqr_ms": NUM, "steps_measured": NUM, "compile_s": NUM,
                     "batch_size": int, "micro_batches": int},
     "analysis": {"breakdown": _NUMS, "kernel_time_by_class": _NUMS, "kernel_time_ms_by_class": _NUMS,
                  "step_time_ms": NUM, "steps_in_trace": NUM,

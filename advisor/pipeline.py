@@ -209,7 +209,7 @@ class Analyze:
         doc["trials"] = result["trials"]
         doc["trial_summary"] = {k: result.get(k) for k in ("noise", "threshold", "stack", "interrupted", "processes",
                                                            "lookahead", "expected_s")}
-        doc["trial_summary"].update(compile_summary(doc["trials"]))
+        doc["trial_summary"].update(compile_summary(doc["trials"], child))
         doc["trial_summary"]["gpus"] = result.get("gpus") or {"gpus": where["gpus"], "why_one": where["why_one"]}
         doc["trial_summary"].update({k: result[k] for k in ("unsettled", "settled") if result.get(k)})
         if result["stack"]:
@@ -280,12 +280,13 @@ class Analyze:
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
 
 
-def compile_summary(trials: list[dict]) -> dict:
-    """trial_summary's compile figures: torch.compile's seconds over every trial process, and
-    the cache they shared (specs.compile_cache_env; the environment's, or --cache DIR)."""
+def compile_summary(trials: list[dict], baseline: dict) -> dict:
+    """trial_summary's compile figures: torch.compile's seconds over the whole analyze (the
+    baseline and every trial process), and the cache that stays (the environment's, or --cache
+    DIR's; specs.compile_cache_env)."""
     import os
 
-    spent = [t["compile_s"] for t in trials if isinstance(t.get("compile_s"), (int, float))]
+    spent = [t["compile_s"] for t in [baseline, *trials] if isinstance(t.get("compile_s"), (int, float))]
     out: dict = {"compile_s": round(sum(spent), 1)} if spent else {}
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):   # the user's, or --cache DIR's: it stays
         out["compile_cache"] = os.path.dirname(os.environ["TORCHINDUCTOR_CACHE_DIR"])

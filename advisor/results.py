@@ -25,6 +25,8 @@ def summarize_measurement(child: dict) -> dict:
         out["steps_per_epoch"] = max(1, int(child["batches_per_epoch"]) // measure.micro_batches(child))
     if int(child.get("world_size") or 1) > 1:
         out["ranks"] = int(child["world_size"])   # samples/s counts every rank's batch
+    if child.get("compile_s"):   # torch.compile's seconds in the baseline (runner.oneoffs.compile_seconds)
+        out["compile_s"] = child["compile_s"]
     if not times:
         return out
     out["step_time_ms"] = measure.step_ms(child)

@@ -87,9 +87,11 @@ def gib_of(peak: int, cap: int) -> str:
 
 
 def autocast_on(ctx) -> bool:
-    """The script already runs its forward under autocast (observed): AMP is not advised."""
+    """The script already runs its forward under autocast (observed): AMP is not advised. An
+    autocast to float32 (nanoGPT's ``dtype = 'float32'``) casts nothing down: not mixed precision."""
     ac = ctx.value("autocast") or {}
-    return bool(ac.get("enabled", True) and ac.get("dtype"))
+    dtype = str(ac.get("dtype") or "").removeprefix("torch.")
+    return bool(ac.get("enabled", True) and dtype and dtype != "float32")
 
 
 def amp_fix(ctx) -> dict:

@@ -3,7 +3,8 @@
 What it does:
     Measures the share of GPU kernel time in matrix multiplies and convolutions whose math is
     TF32 (``sm90_xmma_..._f32f32_tf32f32_f32_...``, CUTLASS ``s1688`` kernels): fp32 tensors
-    on the Tensor Cores, as cuDNN runs convolutions by default. Checks that autocast is off.
+    on the Tensor Cores, as cuDNN runs convolutions by default. Checks that autocast is off, or
+    on in float32 (which casts nothing down).
 
 Why is this bad:
     TF32 is the slow half of the Tensor Cores: bf16 and fp16 run at twice its rate on Ampere
@@ -33,7 +34,7 @@ NAME = "tf32-without-autocast"
 SEVERITY = "warning"
 NEEDS = ("gpu",)
 FIX = "amp"
-HITS = ("tf32_nchw", "gpu_run_h100_cifar_slow")
+HITS = ("tf32_nchw", "gpu_run_h100_cifar_slow", "tf32_autocast_float32_config")
 NON_HITS = {"fp32_nchw": "TF32 off: the fp32 convolutions run off the Tensor Cores (ADV101's case)",
             "amp_bf16_nchw": "autocast bf16: 0.2% of kernel time left in TF32",
             "fp32_nchw_autocast_config": "autocast observed in the config: never advise AMP twice"}

@@ -12,7 +12,7 @@ import pytest
 
 from advisor import specs, trials
 from advisor.trials import gpus
-from advisor.trials.process import TrialContext, _spec
+from advisor.trials.process import Slot, TrialContext, _spec
 
 SMI = """0, GPU-aaaa, 3
 1, GPU-bbbb, 70000
@@ -50,7 +50,7 @@ def test_scripts_that_must_keep_one_gpu(baseline, nproc, why):
 
 def test_a_trial_on_a_gpu_of_its_own_names_it_before_the_script_runs(tmp_path):
     ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
-                       baseline={}, baseline_findings=[], environment={}, gpu="3")
+                       baseline={}, baseline_findings=[], environment={}, slot=Slot("3", None))
     assert _spec(ctx, "01-amp", [])["environ"]["CUDA_VISIBLE_DEVICES"] == "3"
     assert "CUDA_VISIBLE_DEVICES" not in _spec(TrialContext(
         script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(), baseline={},
@@ -76,17 +76,19 @@ class FakeGpus(trials.TrialRunner):
         start = time.monotonic()
         deadline = start + self.hold
         while time.monotonic() < deadline:   # stopped like a child that Ctrl-C reached
-            if ctx.cancel is not None and ctx.cancel.count:
+            if ctx.slot is not None and ctx.slot.cancel.count:
                 with self.lock:
-                    self.runs.append({"name": name, "gpu": ctx.gpu, "start": start, "end": time.monotonic(),
+                    self.runs.append({"name": name, "gpu": ctx.slot.gpu, "start": start, "end": time.monotonic(),
                                       "stopped": True})
                 return {"status": "incomplete", "interrupted": True}, None, None
             time.sleep(0.01)
         with self.lock:
-            self.runs.append({"name": name, "gpu": ctx.gpu, "start": start, "end": time.monotonic(),
+            self.runs.append({"name": name, "gpu": ctx.slot.gpu if ctx.slot else None, "start": start,
+                              "end": time.monotonic(),
                               "env": _spec(ctx, name, stack, profile).get("environ", {}).get("CUDA_VISIBLE_DEVICES")})
+        (ctx.run_dir / "trials" / name).mkdir(parents=True, exist_ok=True)   # what a real process leaves
         ms = 100.0 - sum(gain for fix, gain in self.speeds.items() if fix in names)
-        return _timed(ms * self.slow.get(ctx.gpu, 1.0)), None, None
+        return _timed(ms * self.slow.get(ctx.slot.gpu if ctx.slot else None, 1.0)), None, None
 
     def ceiling(self, after):
         return None
@@ -153,3 +155,48 @@ def test_one_gpu_runs_the_ladder_as_before(tmp_path):
     result = _ladder(tmp_path, runner, ["0"], FINDINGS)
     assert "gpus" not in result and all(r["gpu"] is None for r in runner.runs)
     assert _kept(result) == KEPT
+
+
+def test_one_process_a_name_at_a_time_and_the_runs_not_taken_leave_nothing(tmp_path):
+    """Both branches' next rung share a name (and a directory): never side by side; a run the
+    ladder did not take is removed, the calibration runs too."""
+    runner = FakeGpus(SPEEDS)
+    _ladder(tmp_path, runner, ["0", "1", "2", "3"], FINDINGS)
+    by_name: dict = {}
+    for r in runner.runs:
+        by_name.setdefault(r["name"], []).append(r)
+    for runs in by_name.values():
+        assert not any(a is not b and a["start"] < b["end"] and b["start"] < a["end"] for a in runs for b in runs)
+    left = {p.name for p in (tmp_path / "trials").iterdir() if p.is_dir() and not p.name.startswith(".")}
+    taken = {t for t in left if not t.startswith("00-baseline-gpu")}
+    assert left == taken and "02-channels-last-reference" not in left
+
+
+def test_ctrl_c_stops_every_process_running_side_by_side(tmp_path):
+    runner = FakeGpus(SPEEDS, hold=30.0)
+    t0 = time.monotonic()
+    ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
+                       baseline=_timed(100.0), baseline_findings=FINDINGS, environment={},
+                       progress=lambda s: None, runner=runner, gpus=["0", "1", "2"],
+                       interrupted=lambda: time.monotonic() - t0 > 0.5)
+    result = trials.run_trials(ctx)
+    assert result["interrupted"] and time.monotonic() - t0 < 10
+    assert runner.runs and all(r.get("stopped") for r in runner.runs)
+
+
+def test_the_trials_say_how_long_they_should_take(tmp_path):
+    """A process each for the repeat, the fixes the findings ask for and the ceiling, each as
+    long as the baseline's process, within the budget."""
+    said: list[str] = []
+    ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
+                       baseline={**_timed(100.0), "elapsed_s": 40.0}, baseline_findings=FINDINGS, environment={},
+                       progress=said.append, runner=FakeGpus(SPEEDS, hold=0.0), budget_s=900.0)
+    result = trials.run_trials(ctx)
+    assert result["expected_s"] == 5 * 40.0
+    assert "trials: about 3 min: 5 processes of about 40 s (the repeat, 3 fixes, the data-free ceiling), " \
+           "compiles on top" in said
+    ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path / "b", opts=specs.AnalyzeOptions(),
+                       baseline={**_timed(100.0), "elapsed_s": 40.0}, baseline_findings=FINDINGS, environment={},
+                       progress=said.append, runner=FakeGpus(SPEEDS, hold=0.0), budget_s=60.0)
+    assert trials.run_trials(ctx)["expected_s"] == 60.0
+    assert any(line.startswith("trials: about 60 s (the budget)") for line in said)

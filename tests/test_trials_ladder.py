@@ -517,6 +517,11 @@ def test_the_users_precision_choices_that_tf32_and_amp_would_override():
     assert amp.overrides({"parameters": {"value": {"dtype": "float32"}, "where": "t.py:9"}}) is None
     assert amp.overrides({"parameters": {"value": {"dtype": "float64"}, "where": "t.py:9"}}) == \
         "a float64 model (its first forward at t.py:9)"
+    # nanoGPT's dtype = 'float32': its own autocast, in float32, is its precision
+    assert amp.overrides({"autocast": {"value": {"enabled": True, "dtype": "float32"}, "where": "train.py:211"}}) == \
+        "autocast with dtype float32 (at train.py:211)"
+    assert amp.overrides({"autocast": {"value": {"enabled": True, "dtype": "bfloat16"}, "where": "t.py:2"}}) is None
+    assert amp.overrides({"autocast": {"value": {"enabled": False, "dtype": "float32"}, "where": "t.py:2"}}) is None
 
 
 def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path):

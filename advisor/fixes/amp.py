@@ -18,11 +18,16 @@ class Amp(Fix):
     allowed_by = "precision"
 
     def overrides(self, config):
-        """A model the script keeps in float64 is an explicit precision choice: autocast would
-        run its products in 16 bits."""
+        """A model the script keeps in float64, or an autocast it runs in float32, is an explicit
+        precision choice: bf16 autocast would run its products in 16 bits."""
         entry = config.get("parameters") or {}
         if (entry.get("value") or {}).get("dtype") == "float64":
             return "a float64 model" + (f" (its first forward at {entry['where']})" if entry.get("where") else "")
+        ac = config.get("autocast") or {}
+        on = ac.get("value") or {}
+        if on.get("enabled", True) and str(on.get("dtype") or "").removeprefix("torch.") == "float32":
+            # the script chose its autocast's dtype: float32 is its precision, not an omission
+            return "autocast with dtype float32" + (f" (at {ac['where']})" if ac.get("where") else "")
         return None
 
     def candidates(self, params, environment):

@@ -26,8 +26,10 @@ import os
 import shutil
 import subprocess
 import threading
+from pathlib import Path
 
 from advisor import measure
+from advisor.trials.process import Slot
 
 IDLE_MIB = 1024          # a GPU with less memory in use than this runs nothing else
 REFERENCE = "00-baseline-gpu"   # the baseline once on each other GPU: its offset from the first
@@ -135,17 +137,34 @@ class _NoAhead:
 
 @dataclasses.dataclass
 class _Job:
-    key: tuple
+    key: tuple                  # (name, stack keys, profiled)
     gpu: str | None
     guess: bool                 # started on a guess: stopped when no longer expected
     cancel: _Cancel = dataclasses.field(default_factory=_Cancel)
     thread: threading.Thread | None = None
     result: tuple | None = None
+    run_dir: Path | None = None  # the analyze's: its process's directory is trials/<name>
+
+    @property
+    def name(self) -> str:
+        return self.key[0]
+
+    def discard(self) -> None:
+        """A run the ladder will not take: its directory and traces go (the next process of its
+        name writes there)."""
+        if self.run_dir is None:
+            return
+        shutil.rmtree(self.run_dir / "trials" / self.name, ignore_errors=True)
+        for trace in ((self.result or ({},))[0] or {}).get("trace_files") or []:
+            try:
+                os.remove(trace)
+            except OSError:
+                pass
 
 
 class ParallelRunner:
     """A TrialRunner (advisor.trials.process) over several GPUs: ``inner`` runs each process,
-    in a thread of its own, with ``ctx.gpu`` naming its GPU (a copy of the ladder's context)."""
+    in a thread of its own, with ``ctx.slot`` naming its GPU (a copy of the ladder's context)."""
 
     def __init__(self, inner, gpus: list[str]):
         self.inner, self.gpus = inner, list(gpus)
@@ -169,20 +188,26 @@ class ParallelRunner:
         key = _key(name, stack, profile)
         if _several_processes(stack):   # ddp: every GPU, nothing beside it
             self._drop(keep=set())
-            return self.inner.process(dataclasses.replace(ctx, gpu=None), name, stack, profile, None)
+            return self.inner.process(dataclasses.replace(ctx, slot=None, ahead=_NoAhead()), name, stack, profile, None)
         first = not self.offsets and not self.calibration
+        for other in [j for j in self.jobs.values() if j.name == name and j.key != key]:
+            self._stop(other)   # a guess of this name on another stack: the wrong branch
         job = self.jobs.get(key) or self._start(ctx, key, name, stack, profile, guess=False)
         job.guess = False
         if first:
             self._calibrate(ctx)
         self._guess(ctx, key, guesses or [])
-        job.thread.join()
+        while job.thread.is_alive():   # Ctrl-C stops every process at once, this one included
+            job.thread.join(0.2)
+            if ctx.interrupted is not None and ctx.interrupted():
+                for j in [*self.jobs.values(), *self.calibration.values()]:
+                    j.cancel.count += 1
         with self.lock:
             self.jobs.pop(key, None)
         child, analysis, model = job.result
         self.log.append({"process": name, "gpu": job.gpu, "started_on_a_guess": key in self.guessed})
-        if self.calibration and child.get("status") == "complete":
-            self._settle_offsets(ctx.baseline, child)
+        if first:
+            self._settle_offsets(ctx.baseline, child if child.get("status") == "complete" else None)
         return self._adjust(child, job.gpu), analysis, model
 
     def close(self) -> None:
@@ -200,10 +225,10 @@ class ParallelRunner:
         gpu = self._free_gpu(preempt=not guess)
         if gpu is None:
             return None
-        job = _Job(key, gpu, guess)
+        job = _Job(key, gpu, guess, run_dir=Path(ctx.run_dir))
 
         def run() -> None:
-            sub = dataclasses.replace(ctx, gpu=gpu, cancel=job.cancel, ahead=_NoAhead())
+            sub = dataclasses.replace(ctx, slot=Slot(gpu, job.cancel), ahead=_NoAhead())
             try:
                 job.result = self.inner.process(sub, name, stack, profile, None)
             except BaseException as e:  # noqa: BLE001 - a process that raised is a failed run
@@ -242,7 +267,11 @@ class ParallelRunner:
         wanted = [(_key(n, s, p), n, s, p) for n, s, p in guesses if not _several_processes(s)]
         self._drop(keep={running, *(k for k, *_ in wanted)})
         for key, n, s, p in wanted:
-            if key not in self.jobs and self._start(ctx, key, n, s, p, guess=True) is None:
+            if key in self.jobs:
+                continue
+            if any(j.name == n for j in self.jobs.values()):   # one process a name: its directory
+                continue
+            if self._start(ctx, key, n, s, p, guess=True) is None:
                 break
 
     def _drop(self, keep: set) -> None:
@@ -250,21 +279,23 @@ class ParallelRunner:
             self._stop(job)
 
     def _stop(self, job: _Job) -> None:
+        """Stop a run the ladder will not take (as Ctrl-C would), and discard it."""
         job.cancel.count += 1
         if job.thread is not None:
             job.thread.join()
         with self.lock:
             self.jobs.pop(job.key, None)
+        job.discard()
 
     # ------------------------------------------------------------------ GPU offsets
     def _calibrate(self, ctx) -> None:
         """The baseline once on each other GPU, beside the repeat on the first."""
         for gpu in self.gpus[1:]:
             name = f"{REFERENCE}{gpu}"
-            job = _Job(_key(name, [], False), gpu, False)
+            job = _Job(_key(name, [], False), gpu, False, run_dir=Path(ctx.run_dir))
 
             def run(job=job, name=name, gpu=gpu) -> None:
-                sub = dataclasses.replace(ctx, gpu=gpu, cancel=job.cancel, ahead=_NoAhead())
+                sub = dataclasses.replace(ctx, slot=Slot(gpu, job.cancel), ahead=_NoAhead())
                 try:
                     job.result = self.inner.process(sub, name, [], False, None)
                 except BaseException as e:  # noqa: BLE001
@@ -274,16 +305,17 @@ class ParallelRunner:
             self.calibration[gpu] = job
             job.thread.start()
 
-    def _settle_offsets(self, baseline: dict, first: dict) -> None:
+    def _settle_offsets(self, baseline: dict, first: dict | None) -> None:
         """Each GPU's offset: its baseline run's step time over the first GPU's (the baseline's
-        and this run's mean), applied beyond twice their difference (the run-to-run noise)."""
-        ms = [x for x in (measure.step_ms(baseline), measure.step_ms(first)) if x]
+        and the repeat's mean), applied beyond twice their difference (the run-to-run noise)."""
+        ms = [x for x in (measure.step_ms(baseline), measure.step_ms(first) if first else None) if x]
         if not ms:
             return
         mean = sum(ms) / len(ms)
         noise = max(ms) / min(ms) - 1.0 if len(ms) > 1 else 0.0
         for gpu, job in self.calibration.items():
             job.thread.join()
+            job.discard()   # a measurement of the GPU, not a trial
             theirs = measure.step_ms(job.result[0]) if job.result else None
             if not theirs:
                 self.offsets[gpu] = {"offset": 1.0, "applied": False, "why": "its baseline run measured no step"}

@@ -174,8 +174,10 @@ class _Ladder:
         expected = min(n * per, self.ctx.budget_s)
         self.result["expected_s"] = round(expected, 1)
         capped = " (the budget)" if expected < n * per else ""
-        self.say(f"trials: about {expected / 60:.0f} min{capped}: {n} processes of about {per:.0f} s "
-                 f"(the repeat, {n - 2} fix{'es' if n - 2 != 1 else ''}, the data-free ceiling), compiles on top")
+        took = f"{expected / 60:.0f} min" if expected >= 90 else f"{expected:.0f} s"
+        side = f"; less, {len(self.ctx.gpus)} GPUs side by side" if len(self.ctx.gpus) > 1 else ""
+        self.say(f"trials: about {took}{capped}: {n} processes of about {per:.0f} s (the repeat, {n - 2} "
+                 f"fix{'es' if n - 2 != 1 else ''}, the data-free ceiling), compiles on top{side}")
 
     def _settle_groups(self) -> None:
         """A group's best value joins the stack once none of its values is left to try (tried,

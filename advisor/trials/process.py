@@ -51,6 +51,14 @@ class TrialRunner:
 
 
 @dataclass
+class Slot:
+    """A process run side by side with others (trials.gpus): its GPU (CUDA_VISIBLE_DEVICES) and
+    what stops it from another thread, as Ctrl-C would (run_child's signals: a ``count``)."""
+    gpu: str
+    cancel: object
+
+
+@dataclass
 class TrialContext:
     script: str
     script_args: list[str]
@@ -78,8 +86,7 @@ class TrialContext:
     runner: TrialRunner = field(default_factory=TrialRunner)   # how a trial runs (a fake one in tests)
     allow: frozenset = frozenset()  # --allow: what a fix may override of the user's choices (Fix.allowed_by)
     gpus: list[str] = field(default_factory=list)  # the trials' GPUs, several: side by side (trials.gpus)
-    gpu: str | None = None          # this process's GPU (CUDA_VISIBLE_DEVICES), under trials.gpus
-    cancel: object = None           # stops this process from another thread (trials.gpus), as Ctrl-C would
+    slot: Slot | None = None        # this process's GPU and its stop, side by side (trials.gpus)
 
     def out_of_budget(self) -> bool:
         return time.monotonic() - self.started > self.budget_s
@@ -93,8 +100,8 @@ def finished(child: dict) -> bool:
 def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> dict:
     spec = specs.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
                             [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile, quiet_s(ctx.lookahead))
-    if ctx.gpu is not None:   # a GPU of its own (trials.gpus), set before the script's first line
-        spec["environ"] = {**spec.get("environ", {}), "CUDA_VISIBLE_DEVICES": ctx.gpu}
+    if ctx.slot is not None:   # a GPU of its own (trials.gpus), set before the script's first line
+        spec["environ"] = {**spec.get("environ", {}), "CUDA_VISIBLE_DEVICES": ctx.slot.gpu}
     return spec
 
 
@@ -114,7 +121,8 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
         child = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
                           stdout_to_stderr=ctx.stdout_to_stderr, warm=warm, held=held,
                           stall_timeout=ctx.opts.stall_timeout,
-                          on_progress=ctx.ahead.on_stage, signals=ctx.cancel)
+                          on_progress=ctx.ahead.on_stage,
+                          signals=ctx.slot.cancel if ctx.slot is not None else None)
     finally:
         ctx.ahead.resume()
     ctx.ahead.note(child)
