@@ -5,6 +5,7 @@ ladder waits on, each GPU's offset from the first measured and applied beyond th
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -200,3 +201,36 @@ def test_the_trials_say_how_long_they_should_take(tmp_path):
                        progress=said.append, runner=FakeGpus(SPEEDS, hold=0.0), budget_s=60.0)
     assert trials.run_trials(ctx)["expected_s"] == 60.0
     assert any(line.startswith("trials: about 60 s (the budget)") for line in said)
+
+
+def test_real_trial_processes_side_by_side(tmp_path):
+    """The real runner (child processes, traces, the rules) under ParallelRunner: two processes at
+    once on this host's two cores, each told its 'GPU' in its spec (on the CPU the variable
+    changes nothing); every trial completes with its GPU recorded, and the calibration run and the
+    guesses not taken leave no directory."""
+    from pathlib import Path
+
+    from advisor.runner.parent import run_child
+
+    script = str(Path(__file__).parent / "fixtures" / "scripts" / "tiny_train.py")
+    opts = specs.AnalyzeOptions(warmup=2, measure_steps=6, profile_steps=1)
+    base = run_child(specs.make_spec(script, ["--steps", "400"], tmp_path / "baseline", opts),
+                     timeout=300, step_timeout=120)
+    assert base["status"] == "complete", base.get("incomplete_reasons")
+    findings = [{"code": "ADV000", "estimated_gain_ms": g, "fix": {"intervention": f}}
+                for f, g in (("fused-optimizer", 1.0), ("cudnn-benchmark", 0.5))]
+    ctx = TrialContext(script=script, script_args=["--steps", "400"], run_dir=tmp_path, opts=opts, baseline=base,
+                       baseline_findings=findings, environment={}, progress=lambda s: None, gpus=["0", "1"],
+                       trial_timeout=300)
+    result = trials.run_trials(ctx)
+    ran = [t for t in result["trials"] if t.get("status") not in ("not run", "skipped")]
+    assert ran and all(t.get("gpu") in ("0", "1") for t in ran), [(t["name"], t.get("gpu")) for t in ran]
+    for t in ran:
+        spec = json.loads((tmp_path / "trials" / t["name"] / "spec.json").read_text())
+        assert spec["environ"]["CUDA_VISIBLE_DEVICES"] == t["gpu"]
+    left = sorted(p.name for p in (tmp_path / "trials").iterdir() if p.is_dir() and not p.name.startswith("."))
+    taken = result["gpus"]["processes"]   # every process the ladder took (confirmation rounds too)
+    assert left == sorted({p["process"] for p in taken}), left
+    assert not any(name.startswith("00-baseline-gpu") for name in left)
+    assert {p["gpu"] for p in taken} == {"0", "1"}
+    assert [g["gpu"] for g in result["gpus"]["gpus"]] == ["0", "1"]
