@@ -112,3 +112,26 @@ def test_corpus_table_reads_run_directories(tmp_path):
     assert lines[0] == ("| a | 100 | 210 | 200 | 95% | verified | 150 | 90 s | 01-amp (+1.2 s, even 40 steps) "
                         "| 12.0 → 8.0 s (100 steps) | `python train.py --workers 8` |")
     assert lines[1].startswith("| b | 10 | 21 | 20 | 95% | verified | – |")
+
+
+def test_speed_table_reads_the_modes_run_directories(tmp_path):
+    """benchmarks/speed_table.py: per script, each mode's whole-analyze wall time, the stack it
+    reached as a fraction of --budget 15's, and the second --cache analyze's compile share."""
+    def run(mode: str, name: str, wall: float, stack: float, compile_s: float | None = None, gpus: int = 1):
+        d = tmp_path / mode / name
+        d.mkdir(parents=True)
+        doc = {"measurement": {"samples_per_s": 100.0},
+               "trial_summary": {"wall_s": wall, "compile_s": compile_s,
+                                 "gpus": {"gpus": [{"gpu": str(i)} for i in range(gpus)]}},
+               "trials": [{"name": "01-amp", "status": "accepted", "samples_per_s": stack}]}
+        (d / "run.json").write_text(json.dumps(doc))
+
+    run("one", "a", 200.0, 190.0)
+    run("all", "a", 100.0, 200.0, gpus=4)
+    run("full", "a", 900.0, 200.0)
+    run("cache-first", "a", 210.0, 190.0, compile_s=40.0)
+    run("cache-second", "a", 150.0, 190.0, compile_s=8.0)
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "speed_table.py"), str(tmp_path)],
+                          capture_output=True, text=True, check=True)
+    assert "| a | 200 s | 95% | 100 s (4 GPUs) | 100% | 900 s | 20% |" in proc.stdout
+    assert "median whole analyze, one: 200 s" in proc.stdout

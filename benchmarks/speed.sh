@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# How long a whole analyze takes with default options, on one GPU and side by side on every GPU
+# of the machine, against --budget 15 on one GPU; and a second analyze given the first's --cache.
+# Each entry of benchmarks/corpus/ runs from a scratch cwd, as corpus.sh runs it. Prints the table
+# (benchmarks/speed_table.py).
+#   usage: [MODES="one all full cache"] [TIMEOUT=600] bash benchmarks/speed.sh NAME ...
+#   one:   default options, --trial-gpus 1, the entries side by side, one GPU each
+#   all:   default options, every GPU for one entry at a time
+#   full:  --budget 15 --trial-gpus 1, the entries side by side, one GPU each
+#   cache: default options, --trial-gpus 1, twice with one --cache DIR (the second loads the first's graphs)
+set -u
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+REPO=$PWD
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+W=${W:-/tmp/speed}; mkdir -p $W
+GPUS=$(nvidia-smi -L 2>/dev/null | wc -l); [[ $GPUS -ge 1 ]] || GPUS=1
+names=("$@")
+
+analyze() {  # MODE NAME GPU-LIST EXTRA...
+  local mode=$1 name=$2 gpus=$3; shift 3
+  local dir=$REPO/benchmarks/corpus/$name
+  local cwd=$W/cwd-$mode-$name; mkdir -p $cwd; cd $cwd
+  # shellcheck disable=SC2046
+  CUDA_VISIBLE_DEVICES=$gpus timeout -s INT ${TIMEOUT:-600} python3 -m advisor analyze "$@" \
+      $dir/$(cat $dir/script.txt) $(sed "s#{dir}#$dir#g" $dir/gpu_args.txt) >> $W/$mode-$name.log 2>&1
+  echo "$mode $name: exit $?" >> $W/$mode-$name.log
+}
+
+side_by_side() {  # MODE EXTRA...: the entries at once, one GPU each
+  local mode=$1; shift
+  local i=0
+  for name in "${names[@]}"; do
+    ( analyze $mode $name $(( i % GPUS )) --out $W/$mode/$name "$@" ) &
+    i=$(( i + 1 )); if (( i % GPUS == 0 )); then wait; fi
+  done
+  wait
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+all=$(seq -s, 0 $(( GPUS - 1 )))
+for mode in ${MODES:-one all full cache}; do
+  case $mode in
+    one) side_by_side one --trial-gpus 1 ;;
+    full) side_by_side full --trial-gpus 1 --budget 15 ;;
+    all) for name in "${names[@]}"; do analyze all $name $all --out $W/all/$name; done ;;
+    cache) side_by_side cache-first --trial-gpus 1 --cache $W/compile-cache
+           side_by_side cache-second --trial-gpus 1 --cache $W/compile-cache ;;
+  esac
+done
+python3 $REPO/benchmarks/speed_table.py $W | tee $OUT/speed.md
+tar -C $W -czf $OUT/speed-runs.tar.gz --exclude='*/tb' --exclude='*/trials/*/outputs' --exclude='*/verify/tree' \
+    --exclude='cwd-*' --exclude='compile-cache' .

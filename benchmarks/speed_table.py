@@ -1,0 +1,74 @@
+"""The speed table from the run directories benchmarks/speed.sh wrote: per script, the whole
+analyze's wall time with default options on one GPU and side by side on every GPU, and with
+--budget 15 on one GPU; the kept stack each reached, as a fraction of --budget 15's; and
+torch.compile's seconds in a first and a second analyze given one --cache DIR.
+
+    python3 benchmarks/speed_table.py DIR   # DIR holds one/, all/, full/, cache-first/, cache-second/
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+MODES = ("one", "all", "full")
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        return json.loads((path / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def figures(doc: dict | None) -> dict:
+    """wall_s, the kept stack's samples/s (the baseline's where nothing was kept), compile_s."""
+    if doc is None:
+        return {}
+    ts = doc.get("trial_summary") or {}
+    kept = [t for t in doc.get("trials") or [] if t.get("status") == "accepted" and not t.get("apart")]
+    rate = kept[-1].get("samples_per_s") if kept else (doc.get("measurement") or {}).get("samples_per_s")
+    return {"wall_s": ts.get("wall_s") or ts.get("analyze_wall_s"), "stack": rate, "compile_s": ts.get("compile_s"),
+            "gpus": len((ts.get("gpus") or {}).get("gpus") or []) or 1}
+
+
+def table(root: Path) -> list[dict]:
+    names = sorted({p.name for m in (*MODES, "cache-first") for p in (root / m).glob("*") if p.is_dir()})
+    rows = []
+    for name in names:
+        r = {"name": name, **{m: figures(_load(root / m / name)) for m in (*MODES, "cache-first", "cache-second")}}
+        full = r["full"].get("stack")
+        for m in ("one", "all"):
+            r[m]["reached"] = r[m]["stack"] / full if full and r[m].get("stack") else None
+        first, second = r["cache-first"].get("compile_s"), r["cache-second"].get("compile_s")
+        r["cache_ratio"] = second / first if first and second is not None else None
+        rows.append(r)
+    return rows
+
+
+def _s(x) -> str:
+    return f"{x:,.0f} s" if isinstance(x, (int, float)) else "–"
+
+
+def _pct(x) -> str:
+    return f"{x:.0%}" if isinstance(x, (int, float)) else "–"
+
+
+def main(root: str) -> None:
+    rows = table(Path(root))
+    print("| script | 1 GPU default | reached | all GPUs default | reached | budget 15 | compile, 2nd with --cache |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        print(f"| {r['name']} | {_s(r['one'].get('wall_s'))} | {_pct(r['one'].get('reached'))} | "
+              f"{_s(r['all'].get('wall_s'))} ({r['all'].get('gpus', '–')} GPUs) | {_pct(r['all'].get('reached'))} | "
+              f"{_s(r['full'].get('wall_s'))} | {_pct(r['cache_ratio'])} |")
+    for m in ("one", "all"):
+        walls = [r[m]["wall_s"] for r in rows if r[m].get("wall_s")]
+        if walls:
+            print(f"\nmedian whole analyze, {m}: {statistics.median(walls):,.0f} s")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "/tmp/speed")
