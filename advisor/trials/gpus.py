@@ -226,21 +226,25 @@ class ParallelRunner:
         if gpu is None:
             return None
         job = _Job(key, gpu, guess, run_dir=Path(ctx.run_dir))
-
-        def run() -> None:
-            sub = dataclasses.replace(ctx, slot=Slot(gpu, job.cancel), ahead=_NoAhead())
-            try:
-                job.result = self.inner.process(sub, name, stack, profile, None)
-            except BaseException as e:  # noqa: BLE001 - a process that raised is a failed run
-                job.result = ({"status": "incomplete", "incomplete_reasons": [f"{type(e).__name__}: {e}"]}, None, None)
-
-        job.thread = threading.Thread(target=run, daemon=True, name=f"trial {name} on GPU {gpu}")
         with self.lock:
             self.jobs[key] = job
         if guess:
             self.guessed.add(key)
-        job.thread.start()
+        self._launch(ctx, job, stack, profile)
         return job
+
+    def _launch(self, ctx, job: _Job, stack: list, profile: bool) -> None:
+        """Run the job's process in a thread of its own, on its GPU (a copy of the context)."""
+
+        def run() -> None:
+            sub = dataclasses.replace(ctx, slot=Slot(job.gpu, job.cancel), ahead=_NoAhead())
+            try:
+                job.result = self.inner.process(sub, job.name, stack, profile, None)
+            except BaseException as e:  # noqa: BLE001 - a process that raised is a failed run
+                job.result = ({"status": "incomplete", "incomplete_reasons": [f"{type(e).__name__}: {e}"]}, None, None)
+
+        job.thread = threading.Thread(target=run, daemon=True, name=f"{job.name} on GPU {job.gpu}")
+        job.thread.start()
 
     def _busy(self) -> set[str]:
         with self.lock:
@@ -291,19 +295,9 @@ class ParallelRunner:
     def _calibrate(self, ctx) -> None:
         """The baseline once on each other GPU, beside the repeat on the first."""
         for gpu in self.gpus[1:]:
-            name = f"{REFERENCE}{gpu}"
-            job = _Job(_key(name, [], False), gpu, False, run_dir=Path(ctx.run_dir))
-
-            def run(job=job, name=name, gpu=gpu) -> None:
-                sub = dataclasses.replace(ctx, slot=Slot(gpu, job.cancel), ahead=_NoAhead())
-                try:
-                    job.result = self.inner.process(sub, name, [], False, None)
-                except BaseException as e:  # noqa: BLE001
-                    job.result = ({"status": "incomplete", "incomplete_reasons": [str(e)]}, None, None)
-
-            job.thread = threading.Thread(target=run, daemon=True, name=f"{name}")
+            job = _Job(_key(f"{REFERENCE}{gpu}", [], False), gpu, False, run_dir=Path(ctx.run_dir))
             self.calibration[gpu] = job
-            job.thread.start()
+            self._launch(ctx, job, [], False)
 
     def _settle_offsets(self, baseline: dict, first: dict | None) -> None:
         """Each GPU's offset: its baseline run's step time over the first GPU's (the baseline's
@@ -321,7 +315,8 @@ class ParallelRunner:
                 self.offsets[gpu] = {"offset": 1.0, "applied": False, "why": "its baseline run measured no step"}
                 continue
             offset = theirs / mean
-            self.offsets[gpu] = {"offset": round(offset, 4), "applied": abs(offset - 1.0) > 2 * noise}
+            self.offsets[gpu] = {"offset": round(offset, 4), "applied": abs(offset - 1.0) > 2 * noise,
+                                 "noise": round(noise, 4)}
         self.calibration = {}
 
     def _adjust(self, child: dict, gpu: str | None) -> dict:
