@@ -4,9 +4,10 @@ a step, over the run the user will actually do.
 A trial's record carries ``one_off_s`` (its lead-in beyond the baseline's, measure.one_off_s) and
 ``break_even_steps``. Where advisor knows the run's length (``run_length``: ``--run-steps``, the
 script ended by itself under advisor, len(loader) × the epochs of the loop around the training
-loop, or the steps a Hugging Face or Lightning Trainer set its run to), ``end_to_end`` projects the whole run's wall time before and
-after the kept stack, and ``unpaid`` names the kept fixes whose own one-off cost the rest of the
-run does not pay back: the patch leaves them out, with the reason (docs/patch.md).
+loop, or the steps a Hugging Face or Lightning Trainer set its run to), ``end_to_end`` projects
+the whole run's wall time before and after the kept stack, and ``unpaid`` names the kept fixes
+whose own one-off cost the rest of the run does not pay back: the patch leaves them out, with
+the reason (docs/patch.md).
 """
 
 from __future__ import annotations

@@ -183,21 +183,26 @@ def framework_steps() -> dict | None:
     frame = sys._getframe(1)
     while frame is not None:
         owner = frame.f_locals.get("self")
-        kinds = {f"{c.__module__.split('.')[0]}.{c.__name__}" for c in type(owner).__mro__}
-        if frame.f_code.co_name == "_inner_training_loop" and "transformers.Trainer" in kinds:
-            steps = frame.f_locals.get("max_steps")
-            args = frame.f_locals.get("args")
-            expr = (f"max_steps {args.max_steps}" if getattr(args, "max_steps", 0) and args.max_steps > 0
+        if frame.f_code.co_name == "_inner_training_loop" and "transformers.Trainer" in _kinds(owner):
+            steps, args = frame.f_locals.get("max_steps"), frame.f_locals.get("args")
+            expr = (f"max_steps {args.max_steps}" if (getattr(args, "max_steps", 0) or 0) > 0
                     else f"{frame.f_locals.get('num_train_epochs')} epochs")
             return _steps(steps, expr, "transformers Trainer")
-        trainer = getattr(owner, "trainer", None)
-        if {"lightning.Trainer", "pytorch_lightning.Trainer"} & {
-                f"{c.__module__.split('.')[0]}.{c.__name__}" for c in type(trainer).__mro__}:
-            expr = (f"max_steps {trainer.max_steps}" if (trainer.max_steps or -1) > 0
-                    else f"{trainer.max_epochs} epochs × {trainer.num_training_batches} batches")
-            return _steps(trainer.estimated_stepping_batches, expr, "Lightning Trainer")
+        trainer = owner.__dict__.get("trainer") if hasattr(owner, "__dict__") else None
+        if {"lightning.Trainer", "pytorch_lightning.Trainer"} & _kinds(trainer):
+            try:
+                expr = (f"max_steps {trainer.max_steps}" if (trainer.max_steps or -1) > 0
+                        else f"{trainer.max_epochs} epochs × {trainer.num_training_batches} batches")
+                return _steps(trainer.estimated_stepping_batches, expr, "Lightning Trainer")
+            except Exception:  # noqa: BLE001 - a trainer not set up to say: no length
+                return None
         frame = frame.f_back
     return None
+
+
+def _kinds(obj) -> set[str]:
+    """The classes of obj as "package.Class" (transformers.Trainer), its bases included."""
+    return {f"{c.__module__.split('.')[0]}.{c.__name__}" for c in type(obj).__mro__}
 
 
 def _steps(steps, expr: str, where: str) -> dict | None:
