@@ -110,6 +110,12 @@ def merge_child_results(analysis: dict | None, child: dict) -> None:
                                 "data_wait_frac": sum(waits) / window, "longest_data_wait_ms": max(waits)}
         if child.get("item_waits"):  # the host's waits in .item() on device tensors, unprofiled
             analysis["measured"]["item_wait_ms_per_step"] = float(child.get("item_wait_ms") or 0.0) / len(times)
+        gc = child.get("gc") or {}
+        if gc.get("collections") is not None:   # Python's collections in the window (runner/gctime.py)
+            analysis["measured"].update(gc_ms_per_step=float(gc.get("ms") or 0.0) / len(times),
+                                        gc_frac=float(gc.get("ms") or 0.0) / window,
+                                        gc_collections=list(gc["collections"]),
+                                        gc_longest_ms=float(gc.get("longest_ms") or 0.0))
     mem = analysis.setdefault("memory", {}) or {}
     analysis["memory"] = mem
     cm = child.get("memory") or {}

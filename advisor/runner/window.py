@@ -16,6 +16,7 @@ from time import perf_counter
 import torch
 
 from advisor.runner._util import MIN_TIMED
+from advisor.runner.gctime import GcClock
 
 # How far a window may grow past the steps asked to reach min_s. Short steps need many of
 # them: one host hiccup moves a short window of short steps by several %. A larger cap
@@ -43,6 +44,7 @@ class Window:
         self.one_offs = one_offs  # runner/oneoffs.OneOffs: why a step is a one-off
         self.left_out: dict[str, int] = {}  # steps left out, by why
         self.left_out_ms = 0.0
+        self.gc = GcClock()   # Python's collections in the window (runner/gctime.py)
 
     def start(self) -> None:
         try:
@@ -53,6 +55,7 @@ class Window:
             torch.cuda.synchronize()
         if self.one_offs is not None:
             self.one_offs.start()
+        self.gc.start()
         self._t_prev = self._t0 = perf_counter()
 
     def step(self, data_wait_s: float) -> bool:
@@ -79,6 +82,7 @@ class Window:
         self._t_prev = t
         if last:
             self.window_ms = (t - self._t0) * 1e3 - self.left_out_ms
+            self.gc.stop()
             if self.one_offs is not None:
                 self.one_offs.stop()
         return last
@@ -96,6 +100,7 @@ class Window:
         if self.sync:
             torch.cuda.synchronize()
         self.window_ms = sum(self.step_times_ms)
+        self.gc.stop()
         return True
 
     def complete(self, k: int, elapsed: float) -> bool:

@@ -196,7 +196,8 @@ class ParallelRunner:
         job.guess = False
         if first:
             self._calibrate(ctx)
-        self._guess(ctx, key, guesses or [])
+        if guesses is not None:   # None: a timing-only re-run between; the guesses running go on
+            self._guess(ctx, key, guesses)
         while job.thread.is_alive():   # Ctrl-C stops every process at once, this one included
             job.thread.join(0.2)
             if ctx.interrupted is not None and ctx.interrupted():
