@@ -232,5 +232,10 @@ def test_real_trial_processes_side_by_side(tmp_path):
     taken = result["gpus"]["processes"]   # every process the ladder took (confirmation rounds too)
     assert left == sorted({p["process"] for p in taken}), left
     assert not any(name.startswith("00-baseline-gpu") for name in left)
-    assert {p["gpu"] for p in taken} == {"0", "1"}
-    assert [g["gpu"] for g in result["gpus"]["gpus"]] == ["0", "1"]
+    assert {p["gpu"] for p in taken} <= {"0", "1"}
+    # GPU 1 ran a process of its own beside the repeat on GPU 0: the baseline, whose step time
+    # gave its offset (whether the ladder then took a guess from GPU 1 depends on what the rules
+    # find on this host's traces: the fake-GPU tests above pin that down)
+    gpus = {g["gpu"]: g for g in result["gpus"]["gpus"]}
+    assert list(gpus) == ["0", "1"]
+    assert gpus["1"]["offset"] > 0 and "why" not in gpus["1"], gpus["1"]

@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 
 from advisor import measure
+from advisor.runner.follow import Signals
 from advisor.trials.process import Slot
 
 IDLE_MIB = 1024          # a GPU with less memory in use than this runs nothing else
@@ -102,19 +103,6 @@ def plan(baseline: dict, nproc: int, asked: str | None = None, count: int | None
     return {"gpus": picked if why is None else picked[:1], "why_one": why}
 
 
-class _Cancel:
-    """run_child's signals for a run in a thread: stopping it is a Ctrl-C of its own."""
-
-    def __init__(self):
-        self.count = 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        return False
-
-
 class _NoAhead:
     """A process on a GPU of its own starts cold: the processes started ahead (lookahead.py)
     wait for the first GPU's trial, one at a time."""
@@ -140,7 +128,7 @@ class _Job:
     key: tuple                  # (name, stack keys, profiled)
     gpu: str | None
     guess: bool                 # started on a guess: stopped when no longer expected
-    cancel: _Cancel = dataclasses.field(default_factory=_Cancel)
+    cancel: Signals = dataclasses.field(default_factory=Signals)   # counted from the ladder's thread
     thread: threading.Thread | None = None
     result: tuple | None = None
     run_dir: Path | None = None  # the analyze's: its process's directory is trials/<name>
