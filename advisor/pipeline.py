@@ -11,6 +11,7 @@ Each stage hands plain data to the next: the child's result (runner), the analys
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -284,8 +285,6 @@ def compile_summary(trials: list[dict], baseline: dict) -> dict:
     """trial_summary's compile figures: torch.compile's seconds over the whole analyze (the
     baseline and every trial process), and the cache that stays (the environment's, or --cache
     DIR's; specs.compile_cache_env)."""
-    import os
-
     spent = [t["compile_s"] for t in [baseline, *trials] if isinstance(t.get("compile_s"), (int, float))]
     out: dict = {"compile_s": round(sum(spent), 1)} if spent else {}
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):   # the user's, or --cache DIR's: it stays

@@ -55,11 +55,9 @@ class Thresholds:
     straggler_frac: float = 0.10
     # H2D bytes per sample above this with float32 images suggest copying uint8 (4x fewer bytes).
     float_input_h2d_frac: float = 0.02
-    # Python's collections on the training thread above 2% of the timed window (ADV120): a
-    # churning loop over a 400k-object heap spent 7% there (one full collection of 261 ms in 64
-    # steps), 0.9% once its set-up was frozen, nothing without churn
-    # (tests/fixtures/runs/gc_*_cpu); gc-freeze rides with the other cheap fixes, so 2% is
-    # worth its place in a bundled rung.
+    # Python's collections on the training thread above 2% of the timed window (ADV120): under
+    # the trials' 3% floor alone, but gc-freeze rides in a bundled rung with the other cheap
+    # fixes. The runs it was set against: docs/measurement.md, "Garbage-collector pauses".
     gc_frac: float = 0.02
 
     @classmethod

@@ -20,7 +20,7 @@ class GcClock:
         self.longest_ms = 0.0
         self.on = False
         self._t0: float | None = None
-        self._thread = threading.get_ident()
+        self._thread: int | None = None   # the window's thread, set at start
         self._installed = False
 
     def start(self) -> None:
