@@ -97,7 +97,9 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--apply", metavar="FIX[:KEY=VALUE...],...",
                    help="run the baseline (and every trial) with these fixes applied, "
                         "e.g. amp,channels-last,dataloader-workers:num_workers=8")
-    p.add_argument("--budget", type=positive_float, default=15.0, help="minutes for trials (default 15)")
+    p.add_argument("--budget", type=positive_float, default=4.0,
+                   help="minutes for trials: none starts after them (default 4; the ladder stops sooner when "
+                        "the fixes left cannot be accepted)")
     p.add_argument("--max-trials", type=positive_int, default=16, help="most trials to run (default 16)")
     p.add_argument("--trial-timeout", type=positive_float, default=900.0,
                    help="seconds before a trial is stopped (default 900)")

@@ -33,7 +33,7 @@ class StageOptions:
     verify: bool = True                  # --no-verify: fixes.patch is written, not run
     only: set[str] | None = None         # --fix: these fixes' trials only
     applied: list[dict] = field(default_factory=list)  # --apply: in every run, and in the patch
-    budget_s: float = 900.0
+    budget_s: float = 240.0
     max_trials: int = 16
     trial_timeout: float = 900.0
     lookahead: int | None = None         # processes started ahead (None: by the host)

@@ -21,6 +21,8 @@ def summarize_measurement(child: dict) -> dict:
                  "batch_size_source": child.get("batch_size_source"),
                  "micro_batches": measure.micro_batches(child),
                  "left_out_steps": child.get("left_out_steps") or {}}
+    if child.get("window_closed_by"):   # runner/window.py: the steps asked, min time, precise, ...
+        out["window_closed_by"] = child["window_closed_by"]
     if child.get("batches_per_epoch"):   # the training loader's len(): a break-even in epochs too
         out["steps_per_epoch"] = max(1, int(child["batches_per_epoch"]) // measure.micro_batches(child))
     if int(child.get("world_size") or 1) > 1:

@@ -205,6 +205,30 @@ def test_the_window_grows_to_min_time_up_to_cap_times_the_steps_on_a_fake_clock(
     assert _steps_until_closed(w, clock, 0.0625) == 2 * CAP  # 1.25 s of a 60 s min time: the cap
 
 
+def test_a_window_of_long_steps_closes_once_its_mean_is_known_on_a_fake_clock(monkeypatch):
+    """Long steps that repeat closely close the window at MIN_KEPT steps once min_s has passed
+    (0.5 s steps: 8 of the 20 asked); steps whose blocks spread run to the steps asked; short
+    steps still fill min_s."""
+    from advisor.runner import window
+
+    clock = _Clock()
+    monkeypatch.setattr(window, "perf_counter", clock)
+    w = window.Window(20, 1.0)
+    w.start()
+    assert _steps_until_closed(w, clock, 0.5) == window.MIN_KEPT and w.closed_by == "precise"
+    w = window.Window(20, 1.0)
+    w.start()
+    for k in range(1, 21):   # steps that slow down: no two blocks alike
+        clock.advance(0.2 + 0.05 * k)
+        if w.step(0.0):
+            break
+    assert k == 20 and w.closed_by == "steps"
+    w = window.Window(3, 0.3)
+    w.start()
+    assert _steps_until_closed(w, clock, 0.0625) == 5 and w.closed_by == "min_time"
+    assert window.known([10.0] * 8) and not window.known([10.0, 10.0, 12.0, 12.0] * 2)
+
+
 def test_an_evaluation_pass_is_taken_out_of_the_step_it_fell_in_on_a_fake_clock(monkeypatch):
     """runner/oneoffs.py and runner/window.py on an injected clock: .eval() on the trained
     model to its .train() is an evaluation pass, taken out of the step it fell in (the step

@@ -91,7 +91,7 @@ class FakeGpus(trials.TrialRunner):
         ms = 100.0 - sum(gain for fix, gain in self.speeds.items() if fix in names)
         return _timed(ms * self.slow.get(ctx.slot.gpu if ctx.slot else None, 1.0)), None, None
 
-    def ceiling(self, after):
+    def ceiling(self, after, name=None):
         return None
 
 

@@ -61,8 +61,8 @@ def ladder(tmp_path, speeds: dict, findings: list[dict], environment: dict | Non
             # rules: a list found on every trace; a callable of the trace's stack keys
             return rules(analysis["keys"]) if callable(rules) else rules
 
-        def ceiling(self, after):   # the data-free ceiling's process after the ladder (its own test below)
-            return super().ceiling(after) if with_ceiling else None
+        def ceiling(self, after, name=None):   # the data-free ceiling's process after the ladder (its own test below)
+            return super().ceiling(after, name) if with_ceiling else None
 
     baseline = baseline or _timed(100.0)
     if lookahead:  # guesses need a script that uses CUDA before its first step
@@ -130,7 +130,7 @@ def test_an_unsure_verdict_on_another_regimes_noise_is_settled_by_the_reference_
     # the reference alone gives its regime a noise of its own (0.5%): accepted, no rounds.
     speeds = {(): [125.0], ("set-to-none",): [20.0, 20.1], ("set-to-none", "channels-last"): [18.0]}
     result, calls, lines = ladder(tmp_path, speeds,
-                                  [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)])
+                                  [_finding("set-to-none", 110.0), _finding("channels-last", 5.0)])
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "02-channels-last",
                                      "02-channels-last-reference"]
     nxt = _rec(result, "02-")
@@ -144,7 +144,7 @@ def test_a_marginal_trial_against_a_two_run_reference_gets_confirmation_rounds(t
     # reference and the trial are timed again alternately, as before, with no separate
     # reference re-run; pooled, +12.2% clears the 8.5% threshold of 2 runs vs 3
     speeds = {(): [110.0, 100.0], ("set-to-none",): [92.0]}
-    result, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 10.0)], lookahead=2)
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 15.0)], lookahead=2)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none", "01-set-to-none-confirm1-reference",
                                      "01-set-to-none-confirm1"]
     rec = _rec(result, "01-")
@@ -222,8 +222,8 @@ def test_a_fix_rejected_while_another_bottleneck_ruled_is_tried_again_once_the_s
               ("set-to-none", "channels-last"): [89.5], ("set-to-none", "tf32"): [40.0],
               ("set-to-none", "tf32", "channels-last"): [30.0]}
     # the rules (on every kept stack's trace) keep proposing the same fixes
-    result, _, _ = ladder(tmp_path, speeds, [_finding("channels-last", 5.0), _finding("set-to-none", 3.0)],
-                          rules=[_finding("channels-last", 5.0), _finding("tf32", 1.0)])
+    result, _, _ = ladder(tmp_path, speeds, [_finding("channels-last", 5.0), _finding("set-to-none", 4.0)],
+                          rules=[_finding("channels-last", 5.0), _finding("tf32", 3.5)])
     names = [t["name"] for t in result["trials"]]
     # rejected at 100 ms; not retried after set-to-none (90 ms: not 1.5x faster); retried
     # after tf32 (40 ms), where it pays
@@ -318,7 +318,7 @@ def test_amp_on_nchw_convolutions_is_trialled_with_channels_last(tmp_path, conv_
     base = {**_timed(100.0), "config": {"parameters": {"value": {"conv_memory_format": conv_format}}}}
     speeds = {(): [100.0], ("amp(dtype=bfloat16)",): [110.0], (PAIR,): [50.0], ("set-to-none",): [99.5],
               (PAIR, "set-to-none"): [49.8]}
-    result, calls, lines = ladder(tmp_path, speeds, [_finding("amp", 5.0), _finding("set-to-none", 1.0)],
+    result, calls, lines = ladder(tmp_path, speeds, [_finding("amp", 50.0), _finding("set-to-none", 4.0)],
                                   baseline=base)
     names = [t["name"] for t in result["trials"]]
     if paired:
@@ -336,7 +336,7 @@ def test_a_queued_channels_last_joins_amp_and_runs_alone_when_the_pair_is_not_ke
     channels_last is tried alone (in fp32 NHWC can still pay)."""
     base = {**_timed(100.0), "config": {"parameters": {"value": {"conv_memory_format": "contiguous"}}}}
     speeds = {(): [100.0], (PAIR,): [104.0], ("channels-last",): [80.0]}
-    result, calls, _ = ladder(tmp_path, speeds, [_finding("amp", 5.0), _finding("channels-last", 1.0)],
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("amp", 5.0), _finding("channels-last", 25.0)],
                               baseline=base)
     assert [c[0] for c in calls] == ["00-baseline-repeat", "01-channels-last+amp", "02-channels-last"]
     assert _rec(result, "01-")["status"] == "rejected" and _rec(result, "02-")["status"] == "accepted"
@@ -416,7 +416,7 @@ def test_a_rejected_bundle_comes_back_once_the_stack_is_much_faster(tmp_path):
     one) after the stack runs rungs.RETRY_SPEEDUP times faster, and run together again."""
     speeds = {(): [100.0], ("set-to-none + cudnn-benchmark",): [99.0], ("tf32",): [40.0],
               ("tf32", "set-to-none + cudnn-benchmark"): [30.0]}
-    found = [_finding("set-to-none", 3.0), _finding("cudnn-benchmark", 2.0), _finding("tf32", 1.0)]
+    found = [_finding("set-to-none", 8.0), _finding("cudnn-benchmark", 2.0), _finding("tf32", 65.0)]
     result, _, _ = ladder(tmp_path, speeds, found, rules=found)
     names = [t["name"] for t in result["trials"]]
     assert names == ["00-baseline-repeat", "01-set-to-none+cudnn-benchmark", "02-tf32",
@@ -439,7 +439,7 @@ def test_batch_size_x4_runs_only_after_x2_paid(tmp_path, x2_step_ms, runs_x4):
             factor = stack[-1].params.get("factor", 1) if stack else 1
             return _timed(step_ms[keys], batch=8 * factor), None, None
 
-        def ceiling(self, after):
+        def ceiling(self, after, name=None):
             return None
 
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
@@ -466,7 +466,7 @@ def test_a_fix_overriding_the_users_determinism_is_measured_apart_unless_allowed
             names = {p.name for c in stack for p in c.parts}
             return _timed(100.0 - 10 * ("set-to-none" in names) - 10 * ("cudnn-benchmark" in names)), None, None
 
-        def ceiling(self, after):
+        def ceiling(self, after, name=None):
             return None
 
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
@@ -768,7 +768,7 @@ def test_a_slow_starting_rung_two_rejections_ahead_is_guessed_and_goes_on(tmp_pa
     fix is guessed too when its process is long to start (rungs.slow_start), and it goes on."""
     speeds = {(): [100.0], ("tf32",): [101.0], ("channels-last",): [100.5], ("cudnn-benchmark",): [80.0]}
     result, calls, _ = ladder(tmp_path, speeds, [_finding("tf32", 5.0), _finding("channels-last", 3.0),
-                                                              _finding("cudnn-benchmark", 1.0)],
+                                                              _finding("cudnn-benchmark", 25.0)],
                               environment={"gpu_count": 1}, lookahead=5)
     names = [c[0] for c in calls]
     assert names[:4] == ["00-baseline-repeat", "01-tf32", "02-channels-last", "03-cudnn-benchmark"], names
@@ -810,7 +810,7 @@ def test_a_round_after_the_reference_was_timed_again_was_guessed_while_it_ran(tm
     (unguessed, that process compiles on the critical path: 23.7 s on an H100)."""
     speeds = {(): [125.0], ("set-to-none",): [20.0, 22.0, 21.0], ("set-to-none", "channels-last"): [18.4, 18.6]}
     result, calls, _ = ladder(tmp_path, speeds,
-                              [_finding("set-to-none", 10.0), _finding("channels-last", 5.0)], lookahead=3)
+                              [_finding("set-to-none", 110.0), _finding("channels-last", 5.0)], lookahead=3)
     names = [c[0] for c in calls]
     assert names[:6] == ["00-baseline-repeat", "01-set-to-none", "02-channels-last", "02-channels-last-reference",
                          "02-channels-last-confirm1-reference", "02-channels-last-confirm1"], names
@@ -1013,7 +1013,7 @@ def test_a_safe_fix_on_a_stack_that_changed_numerics_is_held_to_that_tolerance(t
     higher = {**_timed(50.0), "losses": [2.6, 2.45, 2.3, 2.2]}  # +28% over the baseline's first losses
     speeds = {(): [100.0], ("amp(dtype=bfloat16)",): {**_timed(70.0), "losses": [2.6, 2.45, 2.3, 2.2]},
               ("amp(dtype=bfloat16)", "cudnn-benchmark"): higher, ("cudnn-benchmark",): higher}
-    findings = ([_finding("amp", 30.0)] if amp_kept else []) + [_finding("cudnn-benchmark", 1.0)]
+    findings = ([_finding("amp", 30.0)] if amp_kept else []) + [_finding("cudnn-benchmark", 50.0)]
     result, calls, _ = ladder(tmp_path, speeds, findings, environment=bf16)
     rec = next(t for t in result["trials"] if t["fix"] == "cudnn-benchmark")
     if amp_kept:
@@ -1191,3 +1191,86 @@ def test_a_run_ctrl_c_reached_after_it_had_measured_is_kept():
     done = {"stage": "measured", "exit": {"code": 0, "stopped_by_advisor": True}, "interrupted": True}
     assert finished(done)
     assert not finished({"stage": "timed", "exit": {"code": -2, "exception": "KeyboardInterrupt"}})
+
+
+def test_the_ladder_stops_when_the_fixes_left_cannot_be_accepted(tmp_path):
+    """Once the fixes still queued could not, by their estimates together, give the least gain a
+    trial could be accepted on (3% of the 50 ms kept stack: 1.5 ms), none of them runs: each is
+    recorded as not run, with why, and the kept stack stands."""
+    speeds = {(): [100.0], ("set-to-none",): [50.0], ("set-to-none", "amp(dtype=bfloat16)"): [49.0]}
+    findings = [_finding("set-to-none", 60.0), _finding("amp", 0.6)]
+    result, calls, lines = ladder(tmp_path, speeds, findings, rules=[_finding("amp", 0.6), _finding("tf32", 0.5)])
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-set-to-none"]
+    assert result["stack"] == [{"name": "set-to-none", "params": {}}]
+    left = [t for t in result["trials"] if t["status"] == "not run"]
+    assert {t["fix"] for t in left} == {"amp", "tf32"}
+    assert all(t["reason"].startswith("stopped early: the 2 fixes left could give 1.10 ms") for t in left)
+    assert "under the 1.50 ms" in result["stopped_early"] and any("stopped early" in line for line in lines)
+
+
+@pytest.mark.parametrize("queued, runs", [
+    (_finding("torch-compile", 0.5), True),    # fusion is not in compile's estimate: it runs
+    ({"code": "ADV102", "fix": {"intervention": "channels-last"}}, True),   # no estimate: it runs
+    (_finding("amp", 3.0), True),              # over the 1.5 ms a trial could be accepted on
+    (_finding("amp", 0.6), False),
+])
+def test_a_fix_with_no_estimate_or_an_estimate_that_bounds_nothing_keeps_the_ladder_going(tmp_path, queued, runs):
+    speeds = collections.defaultdict(lambda: [49.0], {(): [100.0], ("set-to-none",): [50.0]})
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 60.0), queued], rules=[queued])
+    assert any(c[0].startswith("02-") for c in calls) is runs, calls
+    assert ("stopped_early" in result) is not runs
+
+
+def test_under_fix_every_named_trial_runs_whatever_its_estimate(tmp_path):
+    speeds = {(): [100.0], ("set-to-none",): [50.0], ("set-to-none", "amp(dtype=bfloat16)"): [49.0]}
+    findings = [_finding("set-to-none", 60.0), _finding("amp", 0.1)]
+    result, calls, _ = ladder(tmp_path, speeds, findings, rules=[_finding("amp", 0.1)], only={"set-to-none", "amp"})
+    assert [c[0] for c in calls][:3] == ["00-baseline-repeat", "01-set-to-none", "02-amp"]
+    assert "stopped_early" not in result
+
+
+def test_the_data_free_ceiling_runs_before_a_second_data_fix_and_bounds_it(tmp_path):
+    """Workers kept, the loop still waits (the rules ask for preloading): the data-free
+    ceiling is timed first. At 48.5 ms against the workers' 50 ms, no data fix can give the 1.5
+    ms a trial could be accepted on, so preloading is not run; the ceiling after the ladder is
+    that same record, the compute fixes being unchanged."""
+    w8 = "dataloader-workers(num_workers=8,pin_memory=False)"
+    speeds = {(): [100.0], (w8,): [50.0], ("cached-batch",): [49.9]}
+    workers = {"code": "ADV103", "estimated_gain_ms": 60.0,
+               "fix": {"intervention": "dataloader-workers", "params": {"num_workers": 8, "pin_memory": False}}}
+    base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8, "num_workers": 0}}}}
+    result, calls, lines = ladder(tmp_path, speeds, [workers], baseline=base, with_ceiling=True,
+                                  rules=[_finding("preload-dataset", 30.0)])
+    names = [c[0] for c in calls]
+    assert names == ["00-baseline-repeat", "01-dataloader-workers-8", "ceiling-data-free-01"], names
+    assert calls[-1][1:3] == (("cached-batch",), False)   # the compute fixes (none) and the cached batch
+    pre = next(t for t in result["trials"] if t["fix"] == "preload-dataset")
+    assert pre["status"] == "skipped" and "at most" in pre["reason"]
+    ceiling = [t for t in result["trials"] if t.get("ceiling")]
+    assert [t["name"] for t in ceiling] == ["ceiling-data-free-01"] and result["ceiling"] is ceiling[0]
+    assert any("timing the data-free ceiling first" in line for line in lines)
+
+
+def test_a_ceiling_well_under_the_stack_lets_the_data_fix_run_and_a_changed_compute_stack_gets_its_own(tmp_path):
+    """At 20 ms the ceiling leaves 30 ms for data fixes: preloading runs (and is kept); AMP then
+    changes the compute fixes, so the ceiling after the ladder is a process of its own and the
+    early one is a measurement, not the ceiling."""
+    w8 = "dataloader-workers(num_workers=8,pin_memory=False)"
+    amp = "amp(dtype=bfloat16)"
+    speeds = {(): [100.0], (w8,): [50.0], ("cached-batch",): [20.0], (w8, "preload-dataset"): [25.0],
+              (w8, "preload-dataset", amp): [15.0], (amp, "cached-batch"): [10.0]}
+    workers = {"code": "ADV103", "estimated_gain_ms": 60.0,
+               "fix": {"intervention": "dataloader-workers", "params": {"num_workers": 8, "pin_memory": False}}}
+    base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8, "num_workers": 0}}}}
+
+    def rules(keys):
+        return [_finding("preload-dataset", 30.0), _finding("amp", 10.0)] if "preload-dataset" not in keys \
+            else [_finding("amp", 10.0)]
+
+    result, calls, _ = ladder(tmp_path, speeds, [workers], baseline=base, with_ceiling=True, rules=rules)
+    names = [c[0] for c in calls]
+    assert names == ["00-baseline-repeat", "01-dataloader-workers-8", "ceiling-data-free-01", "02-preload-dataset",
+                     "03-amp", "ceiling-data-free"], names
+    early_rec = _rec(result, "ceiling-data-free-01")
+    assert early_rec["early"] and not early_rec["ceiling"]
+    assert result["ceiling"]["name"] == "ceiling-data-free" and result["ceiling"]["ceiling"]

@@ -58,6 +58,9 @@ class Fix:
     fresh: ClassVar[bool] = False             # its trials are never started ahead
     apart: ClassVar[bool] = False             # measured apart, on top of the final stack, never kept
     allowed_by: ClassVar[str | None] = None   # the --allow word that lets it override the user's choice (overrides)
+    # its gain is not bounded by its rule's estimate (compile fuses kernels besides taking
+    # launches away): the ladder does not stop early while it is queued (trials/early.py)
+    beyond_estimate: ClassVar[bool] = False
     feeds_data: ClassVar[bool] = False        # a fix of the data pipeline: the data-free ceiling's cached batch stands in for it
     tie_reason: ClassVar[str] = "and came later"  # why a later value of its group wins a tie
     # the patch

@@ -17,6 +17,7 @@ class TorchCompile(Fix):
     # step looks like once the other fixes are in: tried after every other queued fix
     last = True
     compiles = True
+    beyond_estimate = True
     slow_start = True
     where_key = "parameters"
 

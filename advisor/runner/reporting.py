@@ -88,6 +88,7 @@ def child_doc(ctl) -> dict:
         "step_times_ms": [round(x, 4) for x in window.step_times_ms],
         "measure_window_ms": None if window.window_ms is None else round(window.window_ms, 4),
         "step_timing": "window",
+        "window_closed_by": window.closed_by,
         "batches_per_epoch": window.batches_per_epoch,
         "settle_steps": clock.settled,
         "left_out_steps": dict(window.left_out), "left_out_ms": round(window.left_out_ms, 4),

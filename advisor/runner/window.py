@@ -3,7 +3,8 @@
 A sync after every step would stop the CPU from queueing the next step while the GPU works,
 and so would time a different (serialized) program. The per-step times are host-side step
 boundaries; they tile the window, whose end waits for the GPU. The window lasts at least
-``min_s`` seconds, up to CAP times the steps asked, and spans whole epochs when the training
+``min_s`` seconds, up to CAP times the steps asked (fewer steps once their mean is known to
+PRECISION), and spans whole epochs when the training
 DataLoader's epoch is at most ALIGN times the steps asked: any k*L consecutive steps hold
 exactly k epoch starts, where the loader's workers make a fresh first batch (many steps'
 time each: a window holding one more of them reads slower, docs/measurement.md).
@@ -28,6 +29,13 @@ CAP = 10
 # grows by less than an epoch: a one-epoch script (the CPU quick start: 40 steps) cannot
 # hold a window of a whole epoch after its warm-up, and would end before being profiled.
 ALIGN = 1
+# A window of long steps closes before the steps asked once its mean step is known well: the
+# standard error of the mean, from the spread of BLOCKS consecutive blocks' means, at most
+# PRECISION of it (a third of the 3% least gain a trial is accepted on), on MIN_KEPT steps at
+# least and never before min_s (a min_s of 0 asks for the steps alone). A 0.85 s step then needs 8 steps, not 20 (docs/measurement.md).
+PRECISION = 0.01
+BLOCKS = 4
+MIN_KEPT = 8
 
 
 class Window:
@@ -45,6 +53,7 @@ class Window:
         self.left_out: dict[str, int] = {}  # steps left out, by why
         self.left_out_ms = 0.0
         self.gc = GcClock()   # Python's collections in the window (runner/gctime.py)
+        self.closed_by: str | None = None   # "steps", "min_time", "cap", "epochs", "precise"
 
     def start(self) -> None:
         try:
@@ -73,7 +82,8 @@ class Window:
             self.left_out["evaluation"] = self.left_out.get("evaluation", 0) + 1
             self.left_out_ms += eval_s * 1e3
             self._t_prev += eval_s
-        last = self.complete(len(self.step_times_ms) + 1, t - self._t0 - self.left_out_ms / 1e3)
+        last = self.complete(len(self.step_times_ms) + 1, t - self._t0 - self.left_out_ms / 1e3,
+                             [*self.step_times_ms, (t - self._t_prev) * 1e3])
         if last and self.sync:
             torch.cuda.synchronize()
             t = perf_counter()
@@ -103,16 +113,39 @@ class Window:
         self.gc.stop()
         return True
 
-    def complete(self, k: int, elapsed: float) -> bool:
-        """Is a window of k steps, elapsed seconds long, complete?"""
-        if k < self.steps:
-            return False
+    def complete(self, k: int, elapsed: float, times_ms: list[float] | None = None) -> bool:
+        """Is a window of k steps, elapsed seconds long (times_ms: its steps so far), complete?
+        Why it closed is kept in closed_by."""
+        self.closed_by = self._why_complete(k, elapsed, times_ms or [])
+        return self.closed_by is not None
+
+    def _why_complete(self, k: int, elapsed: float, times_ms: list[float]) -> str | None:
         per_epoch = self.batches_per_epoch
         if per_epoch and per_epoch <= ALIGN * self.steps:
-            if k % per_epoch:
-                return False
-            return elapsed >= self.min_s or k + per_epoch > max(self.cap, 2 * per_epoch)
-        return elapsed >= self.min_s or k >= self.cap
+            if k < self.steps or k % per_epoch:
+                return None
+            return "epochs" if elapsed >= self.min_s or k + per_epoch > max(self.cap, 2 * per_epoch) else None
+        if k >= self.steps:
+            if elapsed >= self.min_s:
+                return "steps" if k == self.steps else "min_time"
+            return "cap" if k >= self.cap else None
+        if k >= MIN_KEPT and 0 < self.min_s <= elapsed and known(times_ms[-k:]):   # min_s 0: the steps alone
+            return "precise"
+        return None
+
+def known(times_ms: list[float]) -> bool:
+    """The mean of these consecutive step times is known to PRECISION: BLOCKS blocks' means
+    spread little (blocks, not steps: a step's time leans on its neighbours' through the
+    queue the host fills ahead of the GPU)."""
+    size = len(times_ms) // BLOCKS
+    if size < 1:
+        return False
+    means = [sum(times_ms[i * size:(i + 1) * size]) / size for i in range(BLOCKS)]
+    mean = sum(means) / BLOCKS
+    if mean <= 0:
+        return False
+    var = sum((m - mean) ** 2 for m in means) / (BLOCKS - 1)
+    return (var / BLOCKS) ** 0.5 <= PRECISION * mean
 
 
 def settle_steps() -> int:

@@ -12,7 +12,7 @@ from advisor.trials.state import After
 NAME = "ceiling-data-free"
 
 
-def measure_ceiling(after: After) -> TrialRecord | None:
+def measure_ceiling(after: After, name: str = NAME) -> TrialRecord | None:
     """The ceiling trial's record, on top of the ladder's final stack (its data fixes left
     out), for the ladder's trials, apart from the ladder (never a fix, never in the patch).
     None under --fix that does not name cached-batch: the user asked for those trials only."""
@@ -20,7 +20,7 @@ def measure_ceiling(after: After) -> TrialRecord | None:
         return None
     mod = fixes.get("cached-batch")
     why = mod.not_applicable(after.base.get("config") or {}, after.environment, {})
-    rec: TrialRecord = {"name": NAME, "fix": "cached-batch", "apart": True, "ceiling": True, "interventions": []}
+    rec: TrialRecord = {"name": name, "fix": "cached-batch", "apart": True, "ceiling": True, "interventions": []}
     if why:
         rec.update(status="skipped", reason=why)
     elif after.out_of_budget():
@@ -29,7 +29,7 @@ def measure_ceiling(after: After) -> TrialRecord | None:
         # the cached batch stands in for every fix of the data pipeline
         parts = [p for c in after.stack for p in c.parts if not fixes.trait(p.name, "feeds_data")]
         stack = [*parts, Candidate("cached-batch")]
-        child, analysis, _ = after.process(NAME, stack, profile=False)
+        child, analysis, _ = after.process(name, stack, profile=False)
         rec.update(description=mod.describe({}), changes_numerics=True, interventions=[c.key for c in stack],
                    **measure.trial_figures(child, analysis, after.base))
         gain = measure.pooled_gain([child], after.reference.runs) if after.reference.runs else None

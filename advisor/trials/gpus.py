@@ -167,8 +167,8 @@ class ParallelRunner:
     def findings(self, *a, **k):
         return self.inner.findings(*a, **k)
 
-    def ceiling(self, after):
-        return self.inner.ceiling(after)
+    def ceiling(self, after, name: str | None = None):
+        return self.inner.ceiling(after, name=name)
 
     def process(self, ctx, name: str, stack: list, profile: bool = True, guesses=None):
         """One process of the ladder: a guess's run when one was made on it, else a new run on

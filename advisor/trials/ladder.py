@@ -16,7 +16,8 @@ from pathlib import Path
 
 from advisor import engine, fixes, measure
 from advisor.contracts import TrialRecord
-from advisor.trials import apart, guesses, rungs, sanity, scaling
+from advisor.trials import apart, early, guesses, rungs, sanity, scaling
+from advisor.trials.ceiling import NAME as CEILING
 from advisor.trials.candidates import Candidate, candidates_from_findings
 from advisor.trials.gpus import ParallelRunner
 from advisor.trials.lookahead import Lookahead, default_count
@@ -96,6 +97,9 @@ class _Ladder:
         self.dropped: dict[str, Candidate] = {}  # queued once, not asked for on the kept stack's trace
         self.n = 0
         self._rules: list | None = None
+        # The data-free ceiling run early (_ceiling_first): (its stack's compute fixes, its
+        # record, the most a data fix can take off the step on them; None: no bound).
+        self.early_ceiling: tuple[tuple, dict, float | None] | None = None
 
     def rules(self) -> list:
         """The rule catalogue (--rules directories too), loaded once for the ladder: the requeue
@@ -135,6 +139,7 @@ class _Ladder:
             if self.result.get("unsettled") and self.ctx.only is None:   # nothing can be judged: nothing more runs
                 return self.result
             while self.queue and not self.stopping():
+                self._stop_early()
                 cand = self._pick()
                 if cand is None:
                     continue
@@ -148,9 +153,7 @@ class _Ladder:
                 self.trials.extend(measured)
                 self.result["apart"] = measured
             if not self.stopping():
-                self.result["ceiling"] = self.ctx.runner.ceiling(self.after())
-                if self.result["ceiling"] is not None:
-                    self.trials.append(self.result["ceiling"])
+                self._final_ceiling()
         except KeyboardInterrupt:  # Ctrl-C (Interrupted: a process it cut short, or one not started)
             self.result["interrupted"] = True
         if self.result["interrupted"]:
@@ -188,6 +191,68 @@ class _Ladder:
         for group in [g for g in self.pending if g not in left]:
             winner = self.pending.pop(group)
             self._commit(winner.cand, winner.runs, winner.analysis, winner.model)
+
+    def _stop_early(self) -> None:
+        """When the fixes left cannot give what the noise lets a trial be accepted on
+        (advisor.trials.early), their records say so and only the fixes measured apart stay
+        queued; a group's best value so far joins the stack. The data fixes queued are bounded
+        by the data-free ceiling first (_ceiling_first). Under --fix the named trials all run."""
+        if self.ctx.only is not None:
+            return
+        self._ceiling_first()
+        apart_names = fixes.with_trait("apart") | set(self.overridden())
+        kept = self.kept_names()
+        floor = self._floor_ms()
+        # a fix under its own bound is skipped by rungs.pick, and asked for again later
+        left = {c.key: c for c in self.queue if c.key not in self.tried and c.name not in kept
+                and c.name not in apart_names and not early.under_its_bound(c, floor)}
+        why = early.stop_reason(early.left_to_win(list(left.values()), self.tried, kept, apart_names), floor, len(left))
+        if why is None:
+            return
+        self.say(why)
+        self.result["stopped_early"] = why
+        for c in left.values():
+            self.trials.append({"name": c.key, "fix": c.name, "params": c.params, "status": "not run",
+                                "reason": why, "origin": c.origin, "interventions": []})
+        self.queue = [c for c in self.queue if c.name in apart_names]   # measured after the ladder
+        self.tried |= set(left)
+        self._settle_groups()
+
+    def _ceiling_first(self) -> None:
+        """Run the data-free ceiling before a data fix when a data fix is kept already (the
+        first one is asked for by a loader the step plainly waits on) and no ceiling was run
+        on the stack's compute fixes: its step bounds what every data fix left can give, and
+        rungs.pick skips those whose bound is under the least gain it could accept. The
+        ceiling after the ladder is this record when the compute fixes have not changed."""
+        key = early.compute_key(self.stack)
+        if self.early_ceiling is None or self.early_ceiling[0] != key:
+            nxt = rungs.pick(self.queue, self.tried, self.kept_names(), **self.pick_args()).rung
+            if nxt is None or not early.feeds_data(nxt) or not any(early.feeds_data(c) for c in self.stack) \
+                    or self.ctx.out_of_budget() or self.stopping():
+                return
+            self.say(f"timing the data-free ceiling first: it bounds what {nxt.key} and any data fix after it can give")
+            rec = self.ctx.runner.ceiling(self.after(), name=f"{CEILING}-{self.n:02d}")
+            if rec is None:
+                return
+            rec.update(ceiling=False, early=True)   # the ceiling after the ladder, if its compute is this
+            self.trials.append(rec)
+            ms = rec.get("step_time_ms") if rec.get("status") in ("bound", "measured") else None
+            bound = early.data_bound_ms(self._ref_ms(), ms, self.noise) if ms else None
+            self.early_ceiling = (key, rec, bound)
+        if self.early_ceiling[2] is not None:
+            self.queue = early.bounded(self.queue, self.early_ceiling[2])
+
+    def _final_ceiling(self) -> None:
+        """The data-free ceiling of the kept stack: the one run early when its compute fixes
+        are the stack's, else a process of its own."""
+        early_run = self.early_ceiling
+        if early_run is not None and early_run[0] == early.compute_key(self.stack) and early_run[2] is not None:
+            early_run[1]["ceiling"] = True
+            self.result["ceiling"] = early_run[1]
+            return
+        self.result["ceiling"] = self.ctx.runner.ceiling(self.after())
+        if self.result["ceiling"] is not None:
+            self.trials.append(self.result["ceiling"])
 
     def after(self) -> After:
         """The ladder's outcome as the measurements on top of it see it."""

@@ -43,11 +43,12 @@ class TrialRunner:
                                          thresholds=ctx.opts.thresholds)
         return found
 
-    def ceiling(self, after) -> dict | None:
-        """The data-free ceiling's record (trials/ceiling.py), after the ladder."""
-        from advisor.trials.ceiling import measure_ceiling
+    def ceiling(self, after, name: str | None = None) -> dict | None:
+        """The data-free ceiling's record (trials/ceiling.py): after the ladder, or run early
+        under another name to bound the data fixes left (trials/early.py)."""
+        from advisor.trials.ceiling import NAME, measure_ceiling
 
-        return measure_ceiling(after)
+        return measure_ceiling(after, name or NAME)
 
 
 @dataclass
@@ -67,7 +68,7 @@ class TrialContext:
     baseline: dict                  # the baseline's child result
     baseline_findings: list
     environment: dict
-    budget_s: float = 900.0
+    budget_s: float = 240.0
     max_trials: int = 16
     trial_timeout: float = 900.0
     only: set[str] | None = None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from advisor import fixes
+from advisor.trials import early
 from advisor.trials.candidates import Candidate, candidates_from_findings
 
 # Which fixes are bundled, go last, ride with compile or start slowly is each fix's own trait
@@ -201,8 +202,7 @@ def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dic
         # already (compile default on top of reduce-overhead compiled twice).
         if cand.key in out.tried or cand.name in kept:
             continue
-        if cand.gain_is_upper_bound and cand.est_gain_ms is not None and cand.est_gain_ms < floor_ms \
-                and not (only and cand.name in only):
+        if early.under_its_bound(cand, floor_ms) and not (only and cand.name in only):
             # It cannot be accepted now: not tried (the rules propose it again on the next kept
             # stack, with what it may give there: deferred syncs once the host waits in them).
             out.skipped.append((cand, f"gives {cand.est_gain_ms:.2f} ms a step at most, under the "
