@@ -212,7 +212,7 @@ class Analyze:
                                                            "lookahead", "expected_s")}
         doc["trial_summary"].update(compile_summary(doc["trials"], child))
         doc["trial_summary"]["gpus"] = result.get("gpus") or {"gpus": where["gpus"], "why_one": where["why_one"]}
-        doc["trial_summary"].update({k: result[k] for k in ("unsettled", "settled") if result.get(k)})
+        doc["trial_summary"].update({k: result[k] for k in ("unsettled", "settled", "stopped_early") if result.get(k)})
         if result["stack"]:
             self._patch_kept(opts, doc, child, result, doc.get("run_length"))
         pressed = self.ctrl_c.pressed()  # asked first: a second press stops here at once

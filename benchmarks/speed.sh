@@ -4,10 +4,12 @@
 # Each entry of benchmarks/corpus/ runs from a scratch cwd, as corpus.sh runs it. Prints the table
 # (benchmarks/speed_table.py).
 #   usage: [MODES="one all full cache"] [TIMEOUT=600] bash benchmarks/speed.sh NAME ...
-#   one:   default options, --trial-gpus 1, the entries side by side, one GPU each
+#   one:   default options, --trial-gpus 1, the entries side by side, one GPU each; each given an
+#          empty --cache DIR of its own (compiles as the default's run-directory cache does)
+#   cache: as one, a second time with the same --cache DIR: it loads the graphs one compiled
+#          (run it in the same call as one: the DIR is on the machine's disk)
 #   all:   default options, every GPU for one entry at a time
 #   full:  --budget 15 --trial-gpus 1, the entries side by side, one GPU each
-#   cache: default options, --trial-gpus 1, twice with one --cache DIR (the second loads the first's graphs)
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 REPO=$PWD
@@ -30,7 +32,7 @@ side_by_side() {  # MODE EXTRA...: the entries at once, one GPU each
   local mode=$1; shift
   local i=0
   for name in "${names[@]}"; do
-    ( analyze $mode $name $(( i % GPUS )) --out $W/$mode/$name "$@" ) &
+    ( analyze $mode $name $(( i % GPUS )) --out $W/$mode/$name "${@//\{name\}/$name}" ) &
     i=$(( i + 1 )); if (( i % GPUS == 0 )); then wait; fi
   done
   wait
@@ -40,11 +42,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 all=$(seq -s, 0 $(( GPUS - 1 )))
 for mode in ${MODES:-one all full cache}; do
   case $mode in
-    one) side_by_side one --trial-gpus 1 ;;
+    one) side_by_side one --trial-gpus 1 --cache "$W/compile-cache/{name}" ;;
+    cache) side_by_side cache-second --trial-gpus 1 --cache "$W/compile-cache/{name}" ;;
     full) side_by_side full --trial-gpus 1 --budget 15 ;;
     all) for name in "${names[@]}"; do analyze all $name $all --out $W/all/$name; done ;;
-    cache) side_by_side cache-first --trial-gpus 1 --cache $W/compile-cache
-           side_by_side cache-second --trial-gpus 1 --cache $W/compile-cache ;;
   esac
 done
 python3 $REPO/benchmarks/speed_table.py $W | tee $OUT/speed.md

@@ -42,7 +42,9 @@ def table(root: Path) -> list[dict]:
         full = r["full"].get("stack")
         for m in ("one", "all"):
             r[m]["reached"] = r[m]["stack"] / full if full and r[m].get("stack") else None
-        first, second = r["cache-first"].get("compile_s"), r["cache-second"].get("compile_s")
+        # the first analyze given the --cache DIR: speed.sh's "one" run (an empty DIR), else cache-first
+        first = r["cache-first"].get("compile_s") or r["one"].get("compile_s")
+        second = r["cache-second"].get("compile_s")
         r["cache_ratio"] = second / first if first and second is not None else None
         rows.append(r)
     return rows

@@ -164,7 +164,7 @@ def print_summary(doc: dict, console: Console) -> None:
         for line in trial_reasons(doc):
             console.print(line, highlight=False)
     summary = doc.get("trial_summary") or {}
-    for key, style in (("settled", "yellow"), ("unsettled", "bold yellow")):
+    for key, style in (("settled", "yellow"), ("unsettled", "bold yellow"), ("stopped_early", "dim")):
         if summary.get(key):
             console.print(f"[{style}]{escape(str(summary[key]))}[/]")
     from advisor.headroom import lines as headroom_lines

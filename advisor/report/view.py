@@ -157,6 +157,7 @@ def headline(doc: dict, rows: list[dict]) -> dict:
     return {"base": base, "best": best, "after": after, "speedup": speedup, "verdict": verdict,
             "noise": noise, "threshold": threshold, "repeat": repeat, "promising": under_noise[:3], "apart": apart,
             "unsettled": summary.get("unsettled"), "settled": summary.get("settled"),
+            "stopped_early": summary.get("stopped_early"),
             "applied": bool(doc.get("applied")) and not best,
             "accepted": [r for r in rows if r["status"] == "accepted" and not r["apart"]],
             "mem_ratio": _ratio(after["peak_memory_bytes"], base["peak_memory_bytes"])}

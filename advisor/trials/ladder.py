@@ -17,8 +17,8 @@ from pathlib import Path
 from advisor import engine, fixes, measure
 from advisor.contracts import TrialRecord
 from advisor.trials import apart, early, guesses, rungs, sanity, scaling
-from advisor.trials.ceiling import NAME as CEILING
 from advisor.trials.candidates import Candidate, candidates_from_findings
+from advisor.trials.ceiling import NAME as CEILING
 from advisor.trials.gpus import ParallelRunner
 from advisor.trials.lookahead import Lookahead, default_count
 from advisor.trials.process import Pending, TrialContext
