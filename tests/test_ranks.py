@@ -210,3 +210,19 @@ def test_apply_ddp_runs_the_baseline_as_ranks_and_a_larger_batch_gives_each_its_
     assert x2["description"].endswith("over the 2 ddp processes: 64 a process, 128 a step"), x2["description"]
     assert "changes training dynamics" in x2["reason"]
 
+
+
+def test_the_ddp_trial_runs_a_script_that_starts_its_own_process_group(tmp_path):
+    """A script that runs DDP itself when torchrun sets WORLD_SIZE (its own init_process_group,
+    DistributedSampler, split batch and DDP wrap) is trialled as two ranks: the fix's group start
+    leaves the script's own call nothing to do (on a 4-H200 host such a trainer's ddp trial
+    failed with "trying to initialize the default process group twice")."""
+    script = Path(__file__).parent / "fixtures" / "scripts" / "ddp_ready_train.py"
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", "--fix", "ddp", "--budget", "3", "--out", str(out),
+                           str(script), "--steps", "300"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "run.json").read_text())
+    trial = next(t for t in doc["trials"] if t["name"].endswith("ddp"))
+    assert trial["status"] in ("accepted", "rejected"), trial
+    assert trial["batch_size"] == 32   # the script's own split of its 64

@@ -20,6 +20,14 @@ def _ddp_start():
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    started = dist.init_process_group
+
+    def _started_already(*args, **kwargs):
+        # a script that runs DDP itself under torchrun starts the group too: it runs already
+        if not dist.is_initialized():
+            started(*args, **kwargs)
+
+    dist.init_process_group = _started_already
     failed = []
     hook = sys.excepthook
     sys.excepthook = lambda *exc: (failed.append(1), hook(*exc))
