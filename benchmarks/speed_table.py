@@ -30,8 +30,13 @@ def figures(doc: dict | None) -> dict:
     ts = doc.get("trial_summary") or {}
     kept = [t for t in doc.get("trials") or [] if t.get("status") == "accepted" and not t.get("apart")]
     rate = kept[-1].get("samples_per_s") if kept else (doc.get("measurement") or {}).get("samples_per_s")
-    return {"wall_s": ts.get("wall_s") or ts.get("analyze_wall_s"), "stack": rate, "compile_s": ts.get("compile_s"),
-            "gpus": len((ts.get("gpus") or {}).get("gpus") or []) or 1}
+    why_one = str((ts.get("gpus") or {}).get("why_one") or "")
+    return {"wall_s": ts.get("wall_s") or ts.get("analyze_wall_s"), "compile_s": ts.get("compile_s"),
+            # a ladder cut short (speed.sh's timeout) reached no stack of its own
+            "stack": None if ts.get("interrupted") else rate,
+            "stopped": doc.get("status") == "interrupted",   # the timeout stopped it: the wall is a floor
+            "gpus": "DataParallel" if "DataParallel" in why_one else
+            f"{len((ts.get('gpus') or {}).get('gpus') or []) or 1} GPUs"}
 
 
 def table(root: Path) -> list[dict]:
@@ -50,8 +55,10 @@ def table(root: Path) -> list[dict]:
     return rows
 
 
-def _s(x) -> str:
-    return f"{x:,.0f} s" if isinstance(x, (int, float)) else "–"
+def _s(x, stopped: bool = False) -> str:
+    if not isinstance(x, (int, float)):
+        return "–"
+    return f"≥ {x:,.0f} s (timeout)" if stopped else f"{x:,.0f} s"
 
 
 def _pct(x) -> str:
@@ -63,13 +70,15 @@ def main(root: str) -> None:
     print("| script | 1 GPU default | reached | all GPUs default | reached | budget 15 | compile, 2nd with --cache |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        print(f"| {r['name']} | {_s(r['one'].get('wall_s'))} | {_pct(r['one'].get('reached'))} | "
-              f"{_s(r['all'].get('wall_s'))} ({r['all'].get('gpus', '–')} GPUs) | {_pct(r['all'].get('reached'))} | "
-              f"{_s(r['full'].get('wall_s'))} | {_pct(r['cache_ratio'])} |")
+        one, every, full = r["one"], r["all"], r["full"]
+        print(f"| {r['name']} | {_s(one.get('wall_s'), one.get('stopped'))} | {_pct(one.get('reached'))} | "
+              f"{_s(every.get('wall_s'), every.get('stopped'))} ({every.get('gpus', '–')}) | "
+              f"{_pct(every.get('reached'))} | {_s(full.get('wall_s'), full.get('stopped'))} | {_pct(r['cache_ratio'])} |")
     for m in ("one", "all"):
         walls = [r[m]["wall_s"] for r in rows if r[m].get("wall_s")]
-        if walls:
-            print(f"\nmedian whole analyze, {m}: {statistics.median(walls):,.0f} s")
+        if walls:   # a run the timeout stopped counts its wall so far: the median is then a floor
+            floor = " at least" if any(r[m].get("stopped") for r in rows) else ""
+            print(f"\nmedian whole analyze, {m}:{floor} {statistics.median(walls):,.0f} s")
 
 
 if __name__ == "__main__":

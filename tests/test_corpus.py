@@ -134,4 +134,13 @@ def test_speed_table_reads_the_modes_run_directories(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "speed_table.py"), str(tmp_path)],
                           capture_output=True, text=True, check=True)
     assert "| a | 200 s | 95% | 100 s (4 GPUs) | 100% | 900 s | 20% |" in proc.stdout
+    # a run the timeout stopped: its wall is a floor, and a ladder cut short reached no stack
+    doc = json.loads((tmp_path / "all" / "a" / "run.json").read_text())
+    doc.update(status="interrupted", trial_summary={**doc["trial_summary"], "interrupted": True,
+                                                    "gpus": {"why_one": "the model is DataParallel: ..."}})
+    (tmp_path / "all" / "a" / "run.json").write_text(json.dumps(doc))
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "speed_table.py"), str(tmp_path)],
+                          capture_output=True, text=True, check=True)
+    assert "| a | 200 s | 95% | ≥ 100 s (timeout) (DataParallel) | – | 900 s | 20% |" in proc.stdout
+    assert "median whole analyze, all: at least 100 s" in proc.stdout
     assert "median whole analyze, one: 200 s" in proc.stdout
