@@ -118,9 +118,9 @@ class Analyze:
         """What gets ready for the trials while the baseline runs (trials/prep.py); None without trials."""
         if not self.stages.trials:
             return None
-        from advisor.trials.ladder import REPEAT
         from advisor.trials.lookahead import host_count, quiet_s
         from advisor.trials.prep import TrialsPrep
+        from advisor.trials.state import REPEAT
 
         # The repeat's spec is known now: it starts with the baseline and waits at its first
         # CUDA use (trials._Ladder._reference runs it timed only, with no fix but --apply's).

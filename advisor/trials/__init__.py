@@ -7,6 +7,9 @@ Modules, in the order a ladder uses them:
 - ``rungs``: which candidate runs next, and with what (bundles, pairs, riders on compile).
 - ``ladder``: the ladder itself (``run_trials``): the queue, the verdicts, the stack,
   re-profiling after each kept fix.
+- ``reference``: the baseline timed again (the repeat) and the noise the first trials are judged at.
+- ``early`` and ``stopping``: when nothing left can be accepted (the rules' estimates, the
+  data-free ceiling run early), the ladder stops.
 - ``process``: one trial process (``TrialContext``, ``TrialRunner``: how a trial runs, a fake one in
   tests; its spec, the child, a short script's split).
 - ``state``: what the measurements after the ladder and the guesses are given (typed).
@@ -17,7 +20,8 @@ Modules, in the order a ladder uses them:
 - ``prep``: what gets ready for the trials while the baseline runs.
 """
 
-from advisor.trials.ladder import REPEAT, run_trials
+from advisor.trials.ladder import run_trials
 from advisor.trials.process import TrialContext, TrialRunner
+from advisor.trials.state import REPEAT
 
 __all__ = ["REPEAT", "TrialContext", "TrialRunner", "run_trials"]

@@ -16,28 +16,13 @@ from pathlib import Path
 
 from advisor import engine, fixes, measure
 from advisor.contracts import TrialRecord
-from advisor.trials import apart, early, guesses, rungs, sanity, scaling
+from advisor.trials import apart, guesses, reference, rungs, scaling, stopping
 from advisor.trials.candidates import Candidate, candidates_from_findings
-from advisor.trials.ceiling import NAME as CEILING
 from advisor.trials.gpus import ParallelRunner
 from advisor.trials.lookahead import Lookahead, default_count
 from advisor.trials.process import Pending, TrialContext
-from advisor.trials.state import After, Reference
+from advisor.trials.state import CONFIRM_ROUNDS, CUT_SHORT, After, Interrupted, Reference
 from advisor.trials.verdicts import Verdict, judge, regime_noise, regroup, relative, retime_reference
-
-REPEAT = "00-baseline-repeat"  # the baseline timed again, with the trials' seed: the noise
-# Extra (reference, trial) timing rounds for a gain inside the noise band.
-CONFIRM_ROUNDS = 2
-CUT_SHORT = "interrupted (Ctrl-C) before it finished"
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C: a process it stopped before the process had measured (discarded), or one that
-    was not started after it. Whatever the ladder had judged is kept."""
-
-    def __init__(self, name: str):
-        super().__init__(name)
-        self.name = name
 
 
 def run_trials(ctx: TrialContext) -> dict:
@@ -135,16 +120,16 @@ class _Ladder:
         try:
             self.queue = candidates_from_findings(self.ctx.baseline_findings, self.ctx.environment, self.ctx.only)
             self._expect()
-            self._reference()
+            reference.measure_reference(self)
             if self.result.get("unsettled") and self.ctx.only is None:   # nothing can be judged: nothing more runs
                 return self.result
             while self.queue and not self.stopping():
-                self._stop_early()
+                stopping.stop_early(self)
                 cand = self._pick()
                 if cand is None:
                     continue
                 self._trial(cand)
-                self._settle_groups()
+                self.settle_groups()
             # no figure where nothing was timed twice (a failed repeat and no re-timing since)
             measured_noise = self.noise if measure.pooled_noise(self.groups) is not None else None
             self.result["noise"], self.result["threshold"] = measured_noise, measure.acceptance_threshold(self.noise)
@@ -153,7 +138,7 @@ class _Ladder:
                 self.trials.extend(measured)
                 self.result["apart"] = measured
             if not self.stopping():
-                self._final_ceiling()
+                stopping.final_ceiling(self)
         except KeyboardInterrupt:  # Ctrl-C (Interrupted: a process it cut short, or one not started)
             self.result["interrupted"] = True
         if self.result["interrupted"]:
@@ -182,7 +167,7 @@ class _Ladder:
         self.say(f"trials: about {took}{capped}: {n} processes of about {per:.0f} s (the repeat, {n - 2} "
                  f"fix{'es' if n - 2 != 1 else ''}, the data-free ceiling), compiles on top{side}")
 
-    def _settle_groups(self) -> None:
+    def settle_groups(self) -> None:
         """A group's best value joins the stack once none of its values is left to try (tried,
         or dropped by a requeue): checked after every trial, for every group, so that a kept
         value is not lost when a later commit requeues the group's last value away
@@ -191,68 +176,6 @@ class _Ladder:
         for group in [g for g in self.pending if g not in left]:
             winner = self.pending.pop(group)
             self._commit(winner.cand, winner.runs, winner.analysis, winner.model)
-
-    def _stop_early(self) -> None:
-        """When the fixes left cannot give what the noise lets a trial be accepted on
-        (advisor.trials.early), their records say so and only the fixes measured apart stay
-        queued; a group's best value so far joins the stack. The data fixes queued are bounded
-        by the data-free ceiling first (_ceiling_first). Under --fix the named trials all run."""
-        if self.ctx.only is not None:
-            return
-        self._ceiling_first()
-        apart_names = fixes.with_trait("apart") | set(self.overridden())
-        kept = self.kept_names()
-        floor = self._floor_ms()
-        # a fix under its own bound is skipped by rungs.pick, and asked for again later
-        left = {c.key: c for c in self.queue if c.key not in self.tried and c.name not in kept
-                and c.name not in apart_names and not early.under_its_bound(c, floor)}
-        why = early.stop_reason(early.left_to_win(list(left.values()), self.tried, kept, apart_names), floor, len(left))
-        if why is None:
-            return
-        self.say(why)
-        self.result["stopped_early"] = why
-        for c in left.values():
-            self.trials.append({"name": c.key, "fix": c.name, "params": c.params, "status": "not run",
-                                "reason": why, "origin": c.origin, "interventions": []})
-        self.queue = [c for c in self.queue if c.name in apart_names]   # measured after the ladder
-        self.tried |= set(left)
-        self._settle_groups()
-
-    def _ceiling_first(self) -> None:
-        """Run the data-free ceiling before a data fix when a data fix is kept already (the
-        first one is asked for by a loader the step plainly waits on) and no ceiling was run
-        on the stack's compute fixes: its step bounds what every data fix left can give, and
-        rungs.pick skips those whose bound is under the least gain it could accept. The
-        ceiling after the ladder is this record when the compute fixes have not changed."""
-        key = early.compute_key(self.stack)
-        if self.early_ceiling is None or self.early_ceiling[0] != key:
-            nxt = rungs.pick(self.queue, self.tried, self.kept_names(), **self.pick_args()).rung
-            if nxt is None or not early.feeds_data(nxt) or not any(early.feeds_data(c) for c in self.stack) \
-                    or self.ctx.out_of_budget() or self.stopping():
-                return
-            self.say(f"timing the data-free ceiling first: it bounds what {nxt.key} and any data fix after it can give")
-            rec = self.ctx.runner.ceiling(self.after(), name=f"{CEILING}-{self.n:02d}")
-            if rec is None:
-                return
-            rec.update(ceiling=False, early=True)   # the ceiling after the ladder, if its compute is this
-            self.trials.append(rec)
-            ms = rec.get("step_time_ms") if rec.get("status") in ("bound", "measured") else None
-            bound = early.data_bound_ms(self._ref_ms(), ms, self.noise) if ms else None
-            self.early_ceiling = (key, rec, bound)
-        if self.early_ceiling[2] is not None:
-            self.queue = early.bounded(self.queue, self.early_ceiling[2])
-
-    def _final_ceiling(self) -> None:
-        """The data-free ceiling of the kept stack: the one run early when its compute fixes
-        are the stack's, else a process of its own."""
-        early_run = self.early_ceiling
-        if early_run is not None and early_run[0] == early.compute_key(self.stack) and early_run[2] is not None:
-            early_run[1]["ceiling"] = True
-            self.result["ceiling"] = early_run[1]
-            return
-        self.result["ceiling"] = self.ctx.runner.ceiling(self.after())
-        if self.result["ceiling"] is not None:
-            self.trials.append(self.result["ceiling"])
 
     def after(self) -> After:
         """The ladder's outcome as the measurements on top of it see it."""
@@ -281,7 +204,7 @@ class _Ladder:
         return dict(config=self.ref_config, environment=self.ctx.environment, only=self.ctx.only,
                     retried=frozenset(self.retried), slow=frozenset(self.slow),
                     apart=frozenset(fixes.with_trait("apart")) | frozenset(self.overridden()),
-                    floor_ms=self._floor_ms(), riders=tuple(each.values()))
+                    floor_ms=self.floor_ms(), riders=tuple(each.values()))
 
     def overridden(self) -> dict[str, str]:
         """{fix: the user's choice it would override} for the fixes measured apart for it: the
@@ -290,13 +213,13 @@ class _Ladder:
         return {f.name: why for f in fixes.all_fixes() if f.allowed_by not in self.ctx.allow
                 and (why := f.overrides(config))}
 
-    def _floor_ms(self) -> float:
+    def floor_ms(self) -> float:
         """The least gain confirmation rounds could still accept: at the noise of the
         reference's own regime, 0 (the 3% floor) while nothing there was timed twice: the
         rounds measure it then. A floor borrowed from another regime (the loader-bound stacks')
         would reject small real gains on a fast compiled step."""
         noise = regime_noise(self.groups, self.ref_runs) or 0.0
-        return measure.acceptance_threshold(noise, 1 + CONFIRM_ROUNDS, 1 + CONFIRM_ROUNDS) * self._ref_ms()
+        return measure.acceptance_threshold(noise, 1 + CONFIRM_ROUNDS, 1 + CONFIRM_ROUNDS) * self.ref_ms()
 
     def _riders(self) -> list[Candidate]:
         """Fixes rejected on a host-bound step and not queued again: they ride with compile."""
@@ -306,85 +229,6 @@ class _Ladder:
     def kept_names(self, stack: list[Candidate] | None = None) -> set[str]:
         return {a["name"] for a in self.ctx.applied} | {p.name for c in (self.stack if stack is None else stack)
                                                          for p in c.parts}
-
-    def _reference(self) -> None:
-        self.say("repeating the baseline to measure run-to-run noise")
-        # Timing only: the baseline's own trace is the one the rules read.
-        try:
-            repeat, _, _ = self.process(REPEAT, [], profile=False, guesses=guesses.likely_next(self, None))
-        except Interrupted:
-            self.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "not run", "reason": CUT_SHORT,
-                                "interventions": []})
-            raise
-        repeat_ok = repeat.get("status") == "complete"
-        self.groups = [[self.base, repeat] if repeat_ok else [self.base]]
-        self.noise = (measure.pooled_noise(self.groups) if repeat_ok else None) or 0.0
-        self.ref_runs = self.groups[0]
-        # Trials run seeded (spec seed 0) and so does the repeat; the baseline ran exactly as
-        # python would, unseeded. Losses are compared with the seeded twin when there is one.
-        self.loss_ref = repeat if repeat_ok else self.base
-        if repeat_ok and self.noise > sanity.IMPLAUSIBLE and not self._retime(repeat):
-            return
-        threshold = measure.acceptance_threshold(self.noise)
-        if not repeat_ok:   # a crashed reference measured nothing: it yields no noise figure
-            from advisor.runner.parent import format_reasons
-
-            self.result.update(noise=None, threshold=threshold)
-            self.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "failed",
-                                "reason": f"the baseline's repeat failed ({format_reasons(repeat) or 'no step measured'}): "
-                                          f"no run-to-run noise figure; trials are judged against the {threshold:.1%} floor",
-                                "interventions": [], **measure.trial_figures(repeat, None, self.base)})
-            return
-        self.result.update(noise=self.noise, threshold=threshold)
-        if not any(t["name"] == REPEAT for t in self.trials):   # re-timed: its record is in already
-            self.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "reference",
-                                "reason": f"run-to-run noise {self.noise:.1%}; one run against one is accepted above "
-                                          f"{threshold:.1%}", "interventions": [],
-                                **measure.trial_figures(repeat, None, self.base)})
-
-    def _retime(self, repeat: dict) -> bool:
-        """The baseline and its repeat disagree beyond any plausible noise (advisor.trials.sanity):
-        say why, time the reference again, and go on with the runs that agree. False when none
-        do: result["unsettled"] says the host is too noisy to judge fixes, and no trial runs."""
-        named = [("the baseline", self.base), ("its repeat", repeat)]
-        apart = self.noise
-        why = sanity.diagnose(named, self.ctx.environment.get("cpu_count"))
-        self.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "reference",
-                            "reason": f"{apart:.0%} from the baseline, beyond any run-to-run noise: {why}; timed again",
-                            "interventions": [], **measure.trial_figures(repeat, None, self.base)})
-        runs, left, noise = [self.base, repeat], None, None
-        for i in range(sanity.RETIMES):
-            name = f"{REPEAT}-{i + 2}"
-            self.say(f"the baseline and its repeat are {apart:.0%} apart: timing it again ({name})")
-            extra, _, _ = self.process(name, [], profile=False)
-            if extra.get("status") == "complete":
-                runs.append(extra)
-                named.append((name, extra))
-            self.trials.append({"name": name, "fix": "baseline (repeat)", "status": "reference",
-                                "reason": "timed again: the baseline and its repeat disagreed", "interventions": [],
-                                **measure.trial_figures(extra, None, self.base)})
-            kept, left, noise = sanity.settle(runs)
-            if noise is not None:
-                break
-        if noise is None:
-            asked = self.ctx.only is not None   # --fix: the trials the user named run anyway
-            self.result["unsettled"] = (f"the host is too noisy to judge fixes: the same script measured "
-                                        f"{sanity.rates_text(named)} a step ({why}); "
-                                        + ("the trials --fix names ran anyway, judged at that noise. " if asked else
-                                           "no fix was trialled. ")
-                                        + "Run advisor on a quieter host, or with a longer --warmup and --min-time")
-            if asked:
-                self.groups, self.ref_runs = [runs], runs
-                self.noise = measure.pooled_noise([runs]) or self.noise
-                return True
-            self.result.update(noise=measure.pooled_noise([runs]), threshold=None)
-            self.queue = []
-            return False
-        self.groups, self.ref_runs, self.noise = [kept], kept, noise
-        out = next((name for name, r in named if r is left), None)
-        self.result["settled"] = (f"the baseline and its repeat were {apart:.0%} apart ({why}); timed again, "
-                                  + (f"{out} left out, " if out else "") + f"the runs agree within {noise:.1%}")
-        return True
 
     def _trial(self, cand: Candidate) -> None:
         ctx = self.ctx
@@ -444,7 +288,7 @@ class _Ladder:
         if rec["status"] == "rejected" and not rec["reason"].startswith("numerics") and not self.stopping():
             for part in cand.parts:  # a bundle's members come back one by one from the rules
                 if part not in riders:
-                    self.slow[part.key] = (self._ref_ms(), rungs.idle_share(analysis))
+                    self.slow[part.key] = (self.ref_ms(), rungs.idle_share(analysis))
                     self.rejected[part.key] = part
             self._learn(child, analysis, model, name)
         self._fall_back(cand, rec["status"])
@@ -569,7 +413,7 @@ class _Ladder:
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
         if self.stopping():
             return  # nothing runs after it: no requeue
-        now = (self._ref_ms(), rungs.idle_share(analysis))
+        now = (self.ref_ms(), rungs.idle_share(analysis))
         retry = {k for k, at in self.slow.items() if rungs.worth_retrying(at, now)}
         # torch.compile waits behind every other fix (Fix.last); the finding that queued it can
         # flicker as they change the step (docs/trials.md): once queued, it stays.
@@ -592,5 +436,5 @@ class _Ladder:
                     self.slow[alt.key] = now  # once more only after the next such change
                 alt = alt.fallback
 
-    def _ref_ms(self) -> float:
+    def ref_ms(self) -> float:
         return measure.mean_step_ms(self.ref_runs) or 0.0

@@ -9,6 +9,20 @@ from typing import Protocol
 
 from advisor.trials.candidates import Candidate
 
+REPEAT = "00-baseline-repeat"  # the baseline timed again, with the trials' seed: the noise
+# Extra (reference, trial) timing rounds for a gain inside the noise band.
+CONFIRM_ROUNDS = 2
+CUT_SHORT = "interrupted (Ctrl-C) before it finished"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C: a process it stopped before the process had measured (discarded), or one that
+    was not started after it. Whatever the ladder had judged is kept."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
 
 @dataclass(frozen=True)
 class Reference:
