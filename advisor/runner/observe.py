@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import torch
 
-from advisor.runner import dali_use, environment, loaders, placement
+from advisor.runner import dali_use, environment, hf_models, loaders, placement
 from advisor.runner._util import Patcher
 from advisor.runner.placement import memory_format_of
 from advisor.runtime.sites import SiteFinder
@@ -66,6 +66,7 @@ class Observer:
         self._zero_grad_seen = False
         self._items_seen = 0
         self._gpu = None
+        self._attention_model = None   # weakref to a Hugging Face model (attention, config_doc)
         self.placements = placement.Placements(self.sites, self._safe, lambda: self.want_forward)
 
     # ------------------------------------------------------------------ helpers
@@ -246,6 +247,10 @@ class Observer:
                     and m.weight.dim() >= 4:
                 conv_fmt = memory_format_of(m.weight)
                 break
+        attention = hf_models.attention_of(module)
+        if attention is not None:   # a Hugging Face model: the attention its config selects
+            self.config["attention"] = {"value": attention, "where": where}
+            self._attention_model = weakref.ref(module)   # read again at the end (config_doc)
         self.config["parameters"] = {"value": {
             "dtype": dtype_name(params[0].dtype), "conv_memory_format": conv_fmt,
             "count": int(sum(p.numel() for p in params)), "device": str(params[0].device)},
@@ -447,6 +452,10 @@ class Observer:
         if micro > 1:
             doc["gradient_accumulation"] = {"value": {"micro_batches": micro},
                                             "where": (doc.get("optimizer") or {}).get("where")}
+        model = self._attention_model() if self._attention_model is not None else None
+        if model is not None and (attention := hf_models.attention_of(model)) is not None:
+            # as the steps ran it: a fix's switch (sdpa-attention) comes at the first forward
+            doc["attention"] = {**doc["attention"], "value": attention}
         if (used := dali_use.observed()) is not None:
             doc["dali"] = {"value": used, "where": None}
         if self._config_files:
