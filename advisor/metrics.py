@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from advisor.trace import attention
 from advisor.trace.classify import CLASSES, CODE, is_tf32
 from advisor.trace.intervals import (
     clip,
@@ -391,6 +392,7 @@ def analyze(model: TraceModel, child: dict | None = None) -> dict:
     out.update(_syncs(model, win, n))
     out.update(_kernel_stats(model, ops, op_step, len(win)))
     out["communication"] = _communication(model, ops, sel, win, n)
+    out["attention"] = attention.summary(model, win, n)
     return out
 
 

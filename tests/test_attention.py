@@ -91,3 +91,20 @@ def test_the_patch_asks_for_sdpa_where_the_model_or_its_config_is_made(tmp_path,
 def test_several_model_calls_are_not_guessed_between(tmp_path):
     _, note, _ = _patch(tmp_path, 'a = AutoModel.from_pretrained("x")\nb = AutoModel.from_pretrained("y")\n')
     assert not note["applied"] and "several calls could make the model" in note["reason"], note
+
+
+@pytest.mark.parametrize("run, manual, sdpa", [
+    ("attention_eager_cpu", 2.0, 0.0),          # GPT-2's eager attention, 2 layers
+    ("attention_manual_code_cpu", 2.0, 0.0),    # nanoGPT's hand-written path, 2 layers
+    ("attention_sdpa_cpu", 0.0, 2.0),           # the softmax inside SDPA's math path is SDPA's own
+    ("attention_sdpa_code_cpu", 0.0, 2.0),
+    ("gc_light_cpu", 0.0, 0.0),
+])
+def test_the_trace_counts_hand_written_attention_and_sdpa_a_step(run, manual, sdpa):
+    from advisor.metrics import analyze
+    from advisor.trace import load_trace
+
+    root = Path(__file__).parent / "fixtures" / "runs" / run
+    doc = json.loads((root / "run.json").read_text())
+    got = analyze(load_trace(root / doc["traces"]["baseline"][-1]))["attention"]
+    assert got == {"manual_per_step": manual, "sdpa_per_step": sdpa}
