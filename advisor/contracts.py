@@ -42,6 +42,7 @@ class TrialRecord(TypedDict, total=False):
     params: dict[str, Any]
     interventions: list[str]       # the stack it ran with, keys in order
     samples_per_s: float | None
+    tokens_per_s: float | None     # real tokens a second (a sequence model's masked batches)
     step_time_ms: float | None
     speedup_vs_baseline: float | None
     gain_vs_previous: float | None
@@ -277,7 +278,8 @@ READ_SHAPES = {
     "schema": int, "advisor_version": SCALAR, "created": SCALAR, "run_dir": SCALAR, "status": SCALAR,
     "incomplete_reasons": [ANY], "notes": [ANY], "applied": [ANY], "skipped_rules": [ANY],
     "command": {"argv": [ANY], "script": SCALAR, "cwd": SCALAR},
-    "measurement": {"step_time_ms": NUM, "samples_per_s": NUM, "step_time_iqr_ms": NUM, "steps_measured": NUM, "compile_s": NUM,
+    "measurement": {"step_time_ms": NUM, "samples_per_s": NUM, "tokens_per_s": NUM, "padding_frac": NUM,
+                    "step_time_iqr_ms": NUM, "steps_measured": NUM, "compile_s": NUM,
                     "batch_size": int, "micro_batches": int},
     "analysis": {"breakdown": _NUMS, "kernel_time_by_class": _NUMS, "kernel_time_ms_by_class": _NUMS,
                  "step_time_ms": NUM, "steps_in_trace": NUM,

@@ -146,6 +146,29 @@ def samples_per_s(child: dict, ms: float | None = None) -> float | None:
     return batch * micro_batches(child) * ranks * 1000.0 / ms if ms and batch else None
 
 
+def tokens(child: dict) -> tuple[int, int] | None:
+    """(real, all) tokens of the timed steps' batches, when every step's batches counted them
+    (runner/tokens.py: a mapping batch with a CPU attention mask); None otherwise."""
+    rows = child.get("tokens") or []
+    if not rows or any(not isinstance(r, list) or len(r) != 2 for r in rows):
+        return None
+    return sum(int(r[0]) for r in rows), sum(int(r[1]) for r in rows)
+
+
+def tokens_per_s(child: dict) -> float | None:
+    """Real tokens (padding left out) a second over the timed window, every rank's counted."""
+    counted, window = tokens(child), child.get("measure_window_ms")
+    if counted is None or not window:
+        return None
+    return counted[0] * max(1, int(child.get("world_size") or 1)) * 1000.0 / window
+
+
+def padding_frac(child: dict) -> float | None:
+    """The share of the timed steps' tokens that are padding."""
+    counted = tokens(child)
+    return 1.0 - counted[0] / counted[1] if counted and counted[1] else None
+
+
 def hold_batch(child: dict, base: dict, batch_changes: bool) -> str | None:
     """A run whose samples per step (batch x micro-batches) read differently from the
     baseline's while no fix of its own changes the batch has a detection fault, not a new
@@ -258,6 +281,7 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
     return {
         "step_time_ms": step_ms(child),
         "samples_per_s": samples_per_s(child),
+        "tokens_per_s": tokens_per_s(child),
         "batch_size": child.get("batch_size"),
         "batch_fault": child.get("batch_fault"),
         "compute_dtype": roofline.compute_dtype(child.get("config")),  # the peak its MFU is read against

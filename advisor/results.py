@@ -42,6 +42,9 @@ def summarize_measurement(child: dict) -> dict:
     out["step_time_max_ms"] = max(times)
     if measure.samples_per_s(child):
         out["samples_per_s"] = measure.samples_per_s(child)
+    if measure.tokens_per_s(child) is not None:   # a sequence model's batches: real tokens, padding apart
+        out["tokens_per_s"] = measure.tokens_per_s(child)
+        out["padding_frac"] = measure.padding_frac(child)
     waits = [w for w in child.get("data_wait_ms") or [] if w is not None]
     if waits:
         out["data_wait_ms"] = statistics.median(waits)
@@ -112,6 +115,8 @@ def merge_child_results(analysis: dict | None, child: dict) -> None:
                                 "data_wait_frac": sum(waits) / window, "longest_data_wait_ms": max(waits)}
         if child.get("item_waits"):  # the host's waits in .item() on device tensors, unprofiled
             analysis["measured"]["item_wait_ms_per_step"] = float(child.get("item_wait_ms") or 0.0) / len(times)
+        if measure.padding_frac(child) is not None:
+            analysis["measured"]["padding_frac"] = measure.padding_frac(child)
         gc = child.get("gc") or {}
         if gc.get("collections") is not None:   # Python's collections in the window (runner/gctime.py)
             analysis["measured"].update(gc_ms_per_step=float(gc.get("ms") or 0.0) / len(times),

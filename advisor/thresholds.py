@@ -59,6 +59,11 @@ class Thresholds:
     # the trials' 3% floor alone, but gc-freeze rides in a bundled rung with the other cheap
     # fixes. The runs it was set against: docs/measurement.md, "Garbage-collector pauses".
     gc_frac: float = 0.02
+    # Padding above a quarter of the timed steps' tokens (ADV122): every layer computes the pad
+    # positions as it does the real ones, so the step spends at least that share on nothing
+    # (the fixture at 67%: tests/fixtures/runs/padding_mixed_cpu; a corpus of texts padded to
+    # the model's length often holds more).
+    padding_frac: float = 0.25
 
     @classmethod
     def from_environment(cls, overrides: list[str] | None = None, environ=os.environ) -> Thresholds:

@@ -37,3 +37,7 @@ class OverlapCommunication(_Suggestion):
 
 class CudaGraphs(_Suggestion):
     name = "cuda-graphs"
+
+
+class DynamicPadding(_Suggestion):
+    name = "dynamic-padding"

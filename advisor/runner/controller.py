@@ -247,7 +247,7 @@ class Controller:
     def _timed_step_ended(self, n: int) -> None:
         window = self.window
         counted = len(window.step_times_ms)
-        last = window.step(self.seen.take_data_wait())
+        last = window.step(self.seen.take_data_wait(), self.seen.take_tokens())
         if len(window.step_times_ms) > counted:
             self.progress("measure", n, step_ms=round(window.step_times_ms[-1], 3))
         else:

@@ -27,6 +27,7 @@ from advisor.runner._util import Patcher
 from advisor.runner.copies import CopyHooks
 from advisor.runner.items import ItemHooks
 from advisor.runner.observe import first_tensor
+from advisor.runner.tokens import tokens_of
 from advisor.runner.updates import ParameterUpdates
 from advisor.runtime.patching import in_loading, loading
 
@@ -171,6 +172,9 @@ class Hooks(CopyHooks, ItemHooks):
             if not hooks._batch_seen:
                 hooks._first_batch(it, batch, loop)
             c.oneoffs.batch(first_tensor(batch))
+            counted = tokens_of(batch)
+            if counted is not None:
+                seen.saw_tokens(*counted)
             if first_step:
                 hooks._step0 = (it, batch, loop)
             return batch

@@ -145,6 +145,7 @@ class StepObservations:
         # a row per warm-up step after the first, all hooks on (measure.micro_batches)
         self.micro = [0, 0, 0]
         self.micro_rows: list[list[int]] = []
+        self.tokens: list[int] | None = None   # this step's batches' [real, all] tokens (runner/tokens.py)
 
     def counted(self, i: int) -> None:
         """One more of this step's DataLoader batches (0), backward calls (1) or grad-enabled
@@ -158,6 +159,18 @@ class StepObservations:
 
     def waited_for_data(self, seconds: float) -> None:
         self.data_wait_s += seconds
+
+    def saw_tokens(self, real: int, total: int) -> None:
+        """A batch of this step holds these tokens (its attention mask's ones, and all)."""
+        if self.tokens is None:
+            self.tokens = [0, 0]
+        self.tokens[0] += real
+        self.tokens[1] += total
+
+    def take_tokens(self) -> list[int] | None:
+        """This step's [real, all] tokens (None: its batches said nothing of them)."""
+        t, self.tokens = self.tokens, None
+        return t
 
     def waited_in_item(self, seconds: float) -> None:
         """Host time in .item() on a device tensor, inside the timed window."""
@@ -186,6 +199,7 @@ class StepObservations:
     def clear_waits(self) -> None:
         """The timed window opens (or is about to): its waits count from here."""
         self.data_wait_s = 0.0
+        self.tokens = None
         self.item_wait_s, self.item_waits = 0.0, 0
 
 

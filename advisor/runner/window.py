@@ -46,6 +46,7 @@ class Window:
         self.batches_per_epoch: int | None = None  # len() of the training loop's DataLoader
         self.step_times_ms: list[float] = []
         self.data_wait_ms: list[float] = []
+        self.tokens: list[list[int] | None] = []   # each step's [real, all] tokens (runner/tokens.py)
         self.window_ms: float | None = None
         self.sync = False
         self._t0 = self._t_prev = 0.0
@@ -67,7 +68,7 @@ class Window:
         self.gc.start()
         self._t_prev = self._t0 = perf_counter()
 
-    def step(self, data_wait_s: float) -> bool:
+    def step(self, data_wait_s: float, tokens: list[int] | None = None) -> bool:
         """A step ended; True when it closes the window. An evaluation pass's time is taken
         out of the step it fell in, and a step with a one-off cost is left out while the window
         has left out at most 2 + a quarter of the steps it counts (runner/oneoffs.py)."""
@@ -89,6 +90,7 @@ class Window:
             t = perf_counter()
         self.step_times_ms.append((t - self._t_prev) * 1e3)
         self.data_wait_ms.append(data_wait_s * 1e3)
+        self.tokens.append(tokens)
         self._t_prev = t
         if last:
             self.window_ms = (t - self._t0) * 1e3 - self.left_out_ms

@@ -1,0 +1,62 @@
+"""Tokens and padding of sequence batches: what the runner counts (a mapping batch's CPU
+attention mask), the real tokens a second and the padding share it gives, and ADV122 on a
+real run of a small causal LM fed texts padded to its length."""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from advisor import measure
+from advisor.runner.tokens import tokens_of
+
+SCRIPT = Path(__file__).parent / "fixtures" / "scripts" / "padded_lm.py"
+
+
+def test_the_runner_counts_a_mapping_batchs_attention_mask():
+    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
+    assert tokens_of({"input_ids": torch.zeros(2, 4), "attention_mask": mask}) == (4, 8)
+
+    class Encoding(collections.UserDict):   # what transformers' BatchEncoding is
+        pass
+
+    assert tokens_of(Encoding(attention_mask=mask)) == (4, 8)
+    # no mask, a tuple batch, a 1-D mask: nothing said
+    assert tokens_of({"input_ids": torch.zeros(2, 4)}) is None
+    assert tokens_of((torch.zeros(2, 4), mask)) is None
+    assert tokens_of({"attention_mask": torch.ones(4)}) is None
+
+
+def test_real_tokens_a_second_and_the_padding_share_of_the_timed_steps():
+    child = {"tokens": [[30, 100], [50, 100]], "measure_window_ms": 20.0, "world_size": 1}
+    assert measure.tokens_per_s(child) == pytest.approx(80 * 1000 / 20.0)
+    assert measure.padding_frac(child) == pytest.approx(0.6)
+    assert measure.tokens_per_s({**child, "world_size": 2}) == pytest.approx(2 * 80 * 1000 / 20.0)
+    # a step whose batches said nothing: no figure, rather than a wrong one
+    assert measure.tokens_per_s({**child, "tokens": [[30, 100], None]}) is None
+    assert measure.padding_frac({"tokens": None}) is None
+
+
+@pytest.mark.parametrize("lengths, padded", [("mixed", True), ("full", False)])
+def test_a_run_reports_real_tokens_and_adv122_fires_on_mostly_padding(tmp_path, lengths, padded):
+    pytest.importorskip("transformers")
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", "--no-trials", "--warmup", "3", "--steps", "10",
+                           "--min-time", "0", "--profile-steps", "1", "--out", str(out), str(SCRIPT), "--steps", "40",
+                           "--lengths", lengths], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "run.json").read_text())
+    meas = doc["measurement"]
+    assert meas["tokens_per_s"] > 0
+    assert (0.5 < meas["padding_frac"] < 0.85) if padded else meas["padding_frac"] == 0.0
+    # real tokens, not padded ones: samples/s times the real tokens of a sample
+    real_per_sample = (1 - meas["padding_frac"]) * 64
+    assert meas["tokens_per_s"] == pytest.approx(meas["samples_per_s"] * real_per_sample, rel=1e-6)
+    assert any(f["code"] == "ADV122" for f in doc["findings"]) is padded
+    assert "real tokens/s" in proc.stdout + proc.stderr and 'id="tokens-per-s"' in (out / "index.html").read_text()
