@@ -60,3 +60,14 @@ def test_a_run_reports_real_tokens_and_adv122_fires_on_mostly_padding(tmp_path, 
     assert meas["tokens_per_s"] == pytest.approx(meas["samples_per_s"] * real_per_sample, rel=1e-6)
     assert any(f["code"] == "ADV122" for f in doc["findings"]) is padded
     assert "real tokens/s" in proc.stdout + proc.stderr and 'id="tokens-per-s"' in (out / "index.html").read_text()
+
+
+def test_the_data_free_ceiling_does_not_claim_to_bound_a_padding_fix():
+    """A cached batch that is mostly padding bounds a faster loader, not batches with less
+    padding: the ceiling's reason says so."""
+    from advisor.trials.ceiling import _bound_words
+
+    assert _bound_words(None) == "no data fix can make the step faster than this"
+    assert _bound_words(0.01) == "no data fix can make the step faster than this"
+    words = _bound_words(0.67)
+    assert "no data fix" not in words and "67% of the batches' tokens are padding" in words

@@ -10,6 +10,8 @@ from advisor.trials.candidates import Candidate
 from advisor.trials.state import After
 
 NAME = "ceiling-data-free"
+# A cached batch with this much padding bounds the loader, not the batches' padding (ADV122)
+PADDING_NOT_BOUND = 0.05
 
 
 def measure_ceiling(after: After, name: str = NAME) -> TrialRecord | None:
@@ -41,8 +43,17 @@ def measure_ceiling(after: After, name: str = NAME) -> TrialRecord | None:
                                                  "noise; on this host the data pipeline is not what limits the step")
         elif child.get("status") == "complete" and rec.get("samples_per_s"):
             rec.update(status="bound", reason="the kept stack's compute fixes, every batch one cached batch on the "
-                                              "device: no data fix can make the step faster than this")
+                                              "device: " + _bound_words(measure.padding_frac(after.base)))
         else:
             rec.update(status="failed", reason="; ".join(child.get("incomplete_reasons") or [])
                        or "the ceiling run measured no step")
     return rec
+
+
+def _bound_words(padding: float | None) -> str:
+    """What the ceiling bounds: every data fix, unless the cached batch is mostly padding,
+    which a fix of the batches' padding takes away (ADV122)."""
+    if padding is not None and padding >= PADDING_NOT_BOUND:
+        return (f"no faster loader can make the step faster than this; {padding:.0%} of the batches' tokens are "
+                "padding, and batches with less of it (dynamic padding, packing) can")
+    return "no data fix can make the step faster than this"
