@@ -17,7 +17,9 @@ Example:
     loader = DataLoader(Dataset.from_dict(enc).with_format("torch"), batch_size=32)
 
 Fix:
-    Pad each batch to its own longest text (dynamic padding), and group texts of similar length:
+    advisor trials cutting each batch to its longest text: the DataLoader's collate function
+    wrapped so that the columns padding in every row are dropped (``dynamic-padding``). Where
+    the batches are made, pad each to its own longest text, and group texts of similar length:
     enc = tokenizer(texts, truncation=True, max_length=512)             # no padding here
     collator = DataCollatorWithPadding(tokenizer)                       # per batch, to its longest
     TrainingArguments(..., group_by_length=True)                        # similar lengths together
@@ -25,8 +27,10 @@ Fix:
     the attention implementation supports it (flash_attention_2, sdpa in recent transformers).
 
 Fix safety:
-    Dynamic padding changes no number the model computes for the real tokens (the pad positions
-    are masked out): losses match. group_by_length changes the order batches come in, and so
+    Dynamic padding changes no number the model computes for the real tokens of right-padded
+    texts (the pad positions are masked out): losses match to rounding. Left-padded texts move
+    to other positions in a model with absolute positions, so the trial checks the loss as a
+    numerics change. group_by_length changes the order batches come in, and so
     the training trajectory a little. Packing changes which texts share a batch.
 """
 
@@ -55,5 +59,5 @@ def check(ctx):
                      f"at most {ms(step * frac)} a step spent on it, if the step's time scales with its tokens"],
         "estimated_gain_ms": step * frac,
         "gain_is_upper_bound": True,
-        "fix": fix("dynamic-padding", changes_numerics=False, code=CODE_HINT, suggest_only=True),
+        "fix": fix("dynamic-padding", changes_numerics=True, code=CODE_HINT),
     }

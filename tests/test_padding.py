@@ -21,12 +21,12 @@ SCRIPT = Path(__file__).parent / "fixtures" / "scripts" / "padded_lm.py"
 
 def test_the_runner_counts_a_mapping_batchs_attention_mask():
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
-    assert tokens_of({"input_ids": torch.zeros(2, 4), "attention_mask": mask}) == (4, 8)
+    assert tokens_of({"input_ids": torch.zeros(2, 4), "attention_mask": mask}) == (4, 8, 4)
 
     class Encoding(collections.UserDict):   # what transformers' BatchEncoding is
         pass
 
-    assert tokens_of(Encoding(attention_mask=mask)) == (4, 8)
+    assert tokens_of(Encoding(attention_mask=mask)) == (4, 8, 4)
     # no mask, a tuple batch, a 1-D mask: nothing said
     assert tokens_of({"input_ids": torch.zeros(2, 4)}) is None
     assert tokens_of((torch.zeros(2, 4), mask)) is None
@@ -71,3 +71,33 @@ def test_the_data_free_ceiling_does_not_claim_to_bound_a_padding_fix():
     assert _bound_words(0.01) == "no data fix can make the step faster than this"
     words = _bound_words(0.67)
     assert "no data fix" not in words and "67% of the batches' tokens are padding" in words
+
+
+def test_the_dynamic_padding_trial_cuts_the_batches_and_its_patch_does_so_as_plain_python(tmp_path):
+    """The trial wraps the loader's collate function; the patch writes the same function into the
+    script, and its run as plain python has batches of varied width with less padding."""
+    pytest.importorskip("transformers")
+    quick = ["--warmup", "3", "--steps", "10", "--min-time", "0", "--profile-steps", "1"]
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", *quick, "--fix", "dynamic-padding", "--out",
+                           str(out), str(SCRIPT), "--steps", "60"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "run.json").read_text())
+    trial = next(t for t in doc["trials"] if t["fix"] == "dynamic-padding")
+    assert trial["status"] in ("accepted", "rejected"), trial
+    child = json.loads((out / "trials" / trial["name"] / "child.json").read_text())
+    before, after = doc["config"]["tokens"]["value"], child["config"]["tokens"]["value"]
+    assert before["widths"] == [64] and len(after["widths"]) > 1
+    assert after["real"] / after["all"] > before["real"] / before["all"]   # the same texts, less padding
+    # the patch for exactly this fix, verified as plain python
+    out2 = tmp_path / "apply"
+    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", *quick, "--no-trials", "--apply", "dynamic-padding",
+                           "--out", str(out2), str(SCRIPT), "--steps", "60"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((out2 / "run.json").read_text())
+    assert "+def _trim_padding(collate):" in (out2 / "fixes.patch").read_text()
+    assert "collate_fn=_trim_padding(torch.utils.data.default_collate)" in (out2 / "fixes.patch").read_text()
+    check = doc["patch"]["verification"]["checks"][0]
+    assert check["fix"] == "dynamic-padding" and check["took_effect"] is True, check

@@ -37,7 +37,3 @@ class OverlapCommunication(_Suggestion):
 
 class CudaGraphs(_Suggestion):
     name = "cuda-graphs"
-
-
-class DynamicPadding(_Suggestion):
-    name = "dynamic-padding"

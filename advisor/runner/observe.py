@@ -443,9 +443,15 @@ class Observer:
     def config_doc(self, step_counts: list | None = None) -> dict:
         """The observed config; step_counts (StepObservations.micro_rows): a step that accumulates
         gradients over several batches is noted as "gradient_accumulation", at the optimizer."""
-        from advisor.measure import micro_batches
+        from advisor.measure import micro_batches, tokens
 
         doc = dict(self.config)
+        window = getattr(self.ctl, "window", None)
+        counted = tokens({"tokens": window.tokens}) if window is not None else None
+        if counted is not None and counted[1]:   # the timed steps' masked batches (runner/tokens.py)
+            doc["tokens"] = {"value": {"real": counted[0], "all": counted[1],
+                                       "padding_frac": 1.0 - counted[0] / counted[1],
+                                       "widths": sorted(self.ctl.seen.widths)}, "where": None}
         if "dataloader" not in doc and self._first_loader is not None:
             doc["dataloader"] = self._first_loader
         micro = micro_batches({"step_counts": step_counts or []})

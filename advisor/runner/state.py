@@ -146,6 +146,7 @@ class StepObservations:
         self.micro = [0, 0, 0]
         self.micro_rows: list[list[int]] = []
         self.tokens: list[int] | None = None   # this step's batches' [real, all] tokens (runner/tokens.py)
+        self.widths: set[int] = set()           # the masked batches' row widths seen
 
     def counted(self, i: int) -> None:
         """One more of this step's DataLoader batches (0), backward calls (1) or grad-enabled
@@ -160,8 +161,11 @@ class StepObservations:
     def waited_for_data(self, seconds: float) -> None:
         self.data_wait_s += seconds
 
-    def saw_tokens(self, real: int, total: int) -> None:
-        """A batch of this step holds these tokens (its attention mask's ones, and all)."""
+    def saw_tokens(self, real: int, total: int, width: int) -> None:
+        """A batch of this step holds these tokens (its attention mask's ones, and all), in
+        rows this wide (a few of the widths seen are kept: batches cut to their longest vary)."""
+        if len(self.widths) < 16:
+            self.widths.add(width)
         if self.tokens is None:
             self.tokens = [0, 0]
         self.tokens[0] += real

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 import torch
 
 
-def tokens_of(batch) -> tuple[int, int] | None:
-    """(real tokens, all tokens) of the batch, or None when it says nothing of them."""
+def tokens_of(batch) -> tuple[int, int, int] | None:
+    """(real tokens, all tokens, width) of the batch, or None when it says nothing of them."""
     mask = None
     if isinstance(batch, Mapping):
         mask = batch.get("attention_mask")
@@ -19,4 +19,4 @@ def tokens_of(batch) -> tuple[int, int] | None:
         mask = batch.data.get("attention_mask")
     if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.device.type != "cpu" or not mask.numel():
         return None
-    return int(mask.sum()), int(mask.numel())
+    return int(mask.sum()), int(mask.numel()), int(mask.shape[1])
