@@ -39,6 +39,11 @@ def summary(doc: dict, child: dict) -> dict:
     if kept is not None:
         out["stack"] = {"samples_per_s": kept.get("samples_per_s"), "trial": kept.get("name"),
                         **for_rate(kept.get("samples_per_s"), kept.get("compute_dtype") or "fp32")}
+    if (six := six_n_tokens(doc, child)) is not None:
+        out["transformer"] = six
+        real_rate = (doc.get("measurement") or {}).get("tokens_per_s")
+        if real_rate and out["bf16_peak_tflops"]:   # the MFU of the real tokens alone, as LLM papers count it
+            six["real_token_mfu"] = 6 * six["params"] * real_rate / gpus / (out["bf16_peak_tflops"] * 1e12)
     ceiling = next((t for t in trials if t.get("ceiling")), None)
     if ceiling is not None:
         rate = ceiling.get("samples_per_s") if ceiling.get("status") == "bound" else None
@@ -50,18 +55,37 @@ def summary(doc: dict, child: dict) -> dict:
     return out
 
 
+def six_n_tokens(doc: dict, child: dict) -> dict | None:
+    """A transformer's training FLOPs the usual way, 6 x parameters x tokens a step (every token
+    the step computes, padding included; attention's own products left out), beside the count
+    of the model's operators: {"params", "tokens_per_step", "flops_per_step", "counted_ratio"}.
+    None without token counts (runner/tokens.py) or a parameter count."""
+    counted = measure.tokens(child)
+    steps = len(measure.step_times(child))
+    params = (((doc.get("config") or {}).get("parameters") or {}).get("value") or {}).get("count")
+    if counted is None or not steps or not params:
+        return None
+    per_step = counted[1] / steps
+    six = 6.0 * params * per_step
+    mine = (child.get("flops") or {}).get("per_step")
+    return {"params": params, "tokens_per_step": per_step, "flops_per_step": six,
+            "counted_ratio": mine / six if mine else None}
+
+
 def lines(r: dict | None) -> list[str]:
     """The roofline in words, a line each (terminal)."""
     if not r:
         return []
+    six = _six_line(r.get("transformer"))
     if not r.get("flops_per_sample"):
-        return [f"FLOPs not counted: {r.get('why_not') or 'no FLOP count'}"]
+        return [f"FLOPs not counted: {r.get('why_not') or 'no FLOP count'}", *six]
     if not r.get("gpu_name"):
-        return [f"compute: {_flops(r['flops_per_sample'])} a sample; a CPU run has no GPU peak to compare with"]
+        return [f"compute: {_flops(r['flops_per_sample'])} a sample; a CPU run has no GPU peak to compare with", *six]
     out = [f"compute: {_flops(r['flops_per_sample'])} a sample ({_flops(r.get('flops_per_step'))} a step)",
            "baseline: " + roofline.describe(r["baseline"])]
     if r.get("stack"):
         out.append("kept fixes: " + roofline.describe(r["stack"]))
+    out += six
     c = r.get("ceiling")
     if c and c.get("samples_per_s"):
         frac = c.get("kept_fraction")
@@ -71,6 +95,16 @@ def lines(r: dict | None) -> list[str]:
     elif c:
         out.append(f"data-free ceiling: {c.get('status')} ({c.get('reason')})")
     return out
+
+
+def _six_line(t: dict | None) -> list[str]:
+    """The 6 x parameters x tokens cross-check in words (none for a model fed no token counts)."""
+    if not t:
+        return []
+    ratio = t.get("counted_ratio")
+    return [f"6 x parameters x tokens: {_flops(t['flops_per_step'])} a step ({t['params']:,} parameters, "
+            f"{t['tokens_per_step']:,.0f} tokens)" + (f"; the counted operators are {ratio:.2f}x that" if ratio else "")
+            + (f"; MFU on the real tokens {t['real_token_mfu']:.1%}" if t.get("real_token_mfu") else "")]
 
 
 def _flops(n) -> str:

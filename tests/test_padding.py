@@ -101,3 +101,24 @@ def test_the_dynamic_padding_trial_cuts_the_batches_and_its_patch_does_so_as_pla
     assert "collate_fn=_trim_padding(torch.utils.data.default_collate)" in (out2 / "fixes.patch").read_text()
     check = doc["patch"]["verification"]["checks"][0]
     assert check["fix"] == "dynamic-padding" and check["took_effect"] is True, check
+
+
+def test_a_transformers_flops_are_cross_checked_with_six_n_tokens():
+    """6 x parameters x tokens a step (padding included: the step computes it) beside the
+    counted operators' FLOPs, and the MFU of the real tokens alone on a GPU's bf16 peak."""
+    from advisor import headroom
+
+    root = Path(__file__).parent / "fixtures" / "runs" / "padding_mixed_cpu"
+    doc, child = (json.loads((root / n).read_text()) for n in ("run.json", "child.json"))
+    params = doc["config"]["parameters"]["value"]["count"]
+    six = headroom.six_n_tokens(doc, child)
+    assert six["tokens_per_step"] == 8 * 64 and six["flops_per_step"] == 6 * params * 8 * 64
+    assert six["counted_ratio"] is None   # the run counted no FLOPs: said so, and the cross-check stands alone
+    lines = headroom.lines(headroom.summary(doc, child))
+    assert lines[0].startswith("FLOPs not counted") and lines[1].startswith("6 x parameters x tokens: ")
+    gpu = {**doc, "environment": {"gpu_name": "NVIDIA H100 80GB HBM3"}}
+    r = headroom.summary(gpu, {**child, "flops": {"per_step": 2 * six["flops_per_step"]}})
+    assert r["transformer"]["counted_ratio"] == pytest.approx(2.0)
+    real = doc["measurement"]["tokens_per_s"]
+    assert r["transformer"]["real_token_mfu"] == pytest.approx(6 * params * real / (r["bf16_peak_tflops"] * 1e12))
+    assert "the counted operators are 2.00x that" in headroom.lines(r)[-1]
