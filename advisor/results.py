@@ -115,6 +115,11 @@ def merge_child_results(analysis: dict | None, child: dict) -> None:
                                 "data_wait_frac": sum(waits) / window, "longest_data_wait_ms": max(waits)}
         if child.get("item_waits"):  # the host's waits in .item() on device tensors, unprofiled
             analysis["measured"]["item_wait_ms_per_step"] = float(child.get("item_wait_ms") or 0.0) / len(times)
+        if child.get("window_compiles"):   # torch.compile's graphs made inside the window: recompiles
+            analysis["measured"]["window_compiles"] = int(child["window_compiles"])
+            analysis["measured"]["window_compiles_per_step"] = int(child["window_compiles"]) / len(times)
+        if child.get("graph_breaks"):
+            analysis["measured"]["graph_breaks"] = list(child["graph_breaks"])
         if measure.padding_frac(child) is not None:
             analysis["measured"]["padding_frac"] = measure.padding_frac(child)
         gc = child.get("gc") or {}

@@ -122,3 +122,19 @@ def test_a_transformers_flops_are_cross_checked_with_six_n_tokens():
     real = doc["measurement"]["tokens_per_s"]
     assert r["transformer"]["real_token_mfu"] == pytest.approx(6 * params * real / (r["bf16_peak_tflops"] * 1e12))
     assert "the counted operators are 2.00x that" in headroom.lines(r)[-1]
+
+
+def test_the_window_counts_graphs_compiled_inside_it():
+    """A model compiled for static shapes fed 16 lengths recompiles inside the timed window;
+    compiled dynamic, it does not (the recorded runs ADV123 reads)."""
+    from advisor.results import merge_child_results
+
+    runs = Path(__file__).parent / "fixtures" / "runs"
+    got = {}
+    for v in ("static", "dynamic"):
+        child = json.loads((runs / f"recompiles_{v}_cpu" / "child.json").read_text())
+        analysis: dict = {}
+        merge_child_results(analysis, child)
+        got[v] = (child["window_compiles"], analysis["measured"].get("window_compiles", 0))
+    assert got["static"][0] >= 2 and got["static"][1] == got["static"][0]
+    assert got["dynamic"] == (0, 0)

@@ -37,3 +37,7 @@ class OverlapCommunication(_Suggestion):
 
 class CudaGraphs(_Suggestion):
     name = "cuda-graphs"
+
+
+class DynamicShapes(_Suggestion):
+    name = "dynamic-shapes"

@@ -38,6 +38,23 @@ def compiled_graphs() -> int:
         return 0
 
 
+def graph_breaks(limit: int = 5) -> list[dict]:
+    """torch.compile's graph breaks in this process, the most frequent first: [{"reason": its
+    first line, "count"}]."""
+    if "torch._dynamo" not in sys.modules:
+        return []
+    try:
+        from torch._dynamo.utils import counters
+
+        seen: dict[str, int] = {}
+        for reason, n in counters["graph_break"].items():
+            first = str(reason).strip().splitlines()[0][:200] if str(reason).strip() else "?"
+            seen[first] = seen.get(first, 0) + int(n)
+        return [{"reason": r, "count": n} for r, n in sorted(seen.items(), key=lambda kv: -kv[1])[:limit]]
+    except Exception:
+        return []
+
+
 # Dynamo's timers of a compile: the forward graphs (tracing and the backend's compile) and the
 # backward graphs, which AOTAutograd compiles lazily at the first backward.
 _COMPILE_TIMERS = ("_compile.compile_inner", "backward._backward_impl")
@@ -73,6 +90,7 @@ class OneOffs:
         self.eval_s = 0.0            # evaluation time in this step
         self._eval_t0: float | None = None
         self._graphs = 0
+        self.window_graphs = 0   # graphs torch.compile made inside the timed window: recompiles
         self._why: str | None = None
         self._sizes: set = set()     # batch shapes seen (DataLoader), by trailing dims
         self._trailing = None        # the first batch's shape after its first dim
@@ -158,6 +176,8 @@ class OneOffs:
         to take out of it). A pass still open goes on into the next step."""
         why = self._why
         graphs = compiled_graphs()
+        if graphs > self._graphs and self.timing:   # recompiled inside the window (ADV123)
+            self.window_graphs += graphs - self._graphs
         if why is None and graphs != self._graphs:
             why = "compile"
         if self._eval_t0 is not None:

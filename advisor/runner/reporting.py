@@ -114,6 +114,8 @@ def child_doc(ctl) -> dict:
         "executed_lines": ctl.lines.doc() if ctl.lines is not None else {},
         "own_profiler": ctl.script_profilers.doc() if ctl.script_profilers is not None else None,
         "flops": ctl.flops.doc() if ctl.flops is not None else None,
+        "window_compiles": ctl.oneoffs.window_graphs if ctl.oneoffs is not None else None,
+        "graph_breaks": _graph_breaks(),
         "sandbox": ctl.sandbox.doc() if ctl.sandbox is not None else None,
     }
 
@@ -122,6 +124,12 @@ def _compile_seconds() -> float | None:
     from advisor.runner.oneoffs import compile_seconds  # torch: the child's, imported there already
 
     return compile_seconds()
+
+
+def _graph_breaks() -> list:
+    from advisor.runner.oneoffs import graph_breaks
+
+    return graph_breaks()
 
 
 def save_child_doc(ctl) -> None:
