@@ -1,6 +1,7 @@
-"""Tokens and padding of sequence batches: what the runner counts (a mapping batch's CPU
-attention mask), the real tokens a second and the padding share it gives, and ADV122 on a
-real run of a small causal LM fed texts padded to its length."""
+"""What a sequence model's run shows beyond samples/s: the tokens the runner counts (a mapping
+batch's CPU attention mask), the real tokens a second and the padding share (ADV122, and the
+dynamic-padding trial and patch on a small causal LM fed texts padded to its length), the
+6 x parameters x tokens cross-check, and torch.compile's recompiles inside the window (ADV123)."""
 
 from __future__ import annotations
 
