@@ -5,10 +5,10 @@ early, bounds what the data fixes still queued can give.
 A rule's estimate is what its cost is worth if the cost went to zero (advisor.engine), so a
 fix's estimate is the most the rules expect of it; a fix with no estimate (cuDNN autotuning,
 a fix asked for by name) or one whose gain its estimate does not bound (torch.compile, which
-fuses kernels besides taking launches away) keeps the ladder going. The data-free ceiling is a measured bound:
-every data fix together can make the step no faster than the kept compute fixes fed one cached
-batch (advisor.trials.ceiling), so a data fix's estimate is capped at the reference's step less
-the ceiling's. Pure functions; the ladder runs the processes (docs/trials.md, "Stopping early").
+fuses kernels besides taking launches away) keeps the ladder going. The data-free ceiling is a
+measured bound: every data fix together can make the step no faster than the kept compute
+fixes fed one cached batch (advisor.trials.ceiling), so a data fix's estimate is capped at the
+reference's step less the ceiling's. Pure functions; the ladder runs the processes (docs/trials.md, "Stopping early").
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ def stop_early(lad) -> None:
     """When the fixes left cannot give what the noise lets a trial be accepted on
     (advisor.trials.early), their records say so and only the fixes measured apart stay
     queued; a group's best value so far joins the stack. The data fixes queued are bounded
-    by the data-free ceiling first (_ceiling_first). Under --fix the named trials all run."""
+    by the data-free ceiling first (ceiling_first). Under --fix the named trials all run."""
     if lad.ctx.only is not None:
         return
     ceiling_first(lad)
