@@ -4,8 +4,8 @@ A sync after every step would stop the CPU from queueing the next step while the
 and so would time a different (serialized) program. The per-step times are host-side step
 boundaries; they tile the window, whose end waits for the GPU. The window lasts at least
 ``min_s`` seconds, up to CAP times the steps asked (fewer steps once their mean is known to
-PRECISION), and spans whole epochs when the training
-DataLoader's epoch is at most ALIGN times the steps asked: any k*L consecutive steps hold
+PRECISION), and spans whole epochs when the training DataLoader's epoch is at most ALIGN
+times the steps asked: any k*L consecutive steps hold
 exactly k epoch starts, where the loader's workers make a fresh first batch (many steps'
 time each: a window holding one more of them reads slower, docs/measurement.md).
 """
@@ -32,7 +32,8 @@ ALIGN = 1
 # A window of long steps closes before the steps asked once its mean step is known well: the
 # standard error of the mean, from the spread of BLOCKS consecutive blocks' means, at most
 # PRECISION of it (a third of the 3% least gain a trial is accepted on), on MIN_KEPT steps at
-# least and never before min_s (a min_s of 0 asks for the steps alone). A 0.85 s step then needs 8 steps, not 20 (docs/measurement.md).
+# least and never before min_s (a min_s of 0 asks for the steps alone). A 0.85 s step then
+# needs 8 steps, not 20 (docs/measurement.md).
 PRECISION = 0.01
 BLOCKS = 4
 MIN_KEPT = 8
