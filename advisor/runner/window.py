@@ -5,9 +5,9 @@ and so would time a different (serialized) program. The per-step times are host-
 boundaries; they tile the window, whose end waits for the GPU. The window lasts at least
 ``min_s`` seconds, up to CAP times the steps asked (fewer steps once their mean is known to
 PRECISION), and spans whole epochs when the training DataLoader's epoch is at most ALIGN
-times the steps asked: any k*L consecutive steps hold
-exactly k epoch starts, where the loader's workers make a fresh first batch (many steps'
-time each: a window holding one more of them reads slower, docs/measurement.md).
+times the steps asked: any k*L consecutive steps hold exactly k epoch starts, where the
+loader's workers make a fresh first batch (many steps' time each: a window holding one more
+of them reads slower, docs/measurement.md).
 """
 
 from __future__ import annotations
