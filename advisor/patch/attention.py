@@ -2,9 +2,10 @@
 
 The model's own call comes first: ``*.from_pretrained(...)`` or ``*.from_config(...)`` of a
 model class (not a tokenizer's or a config's), that ran. Failing one, the model config it is
-built from: an ``...Config(...)`` constructor that ran, or a ``config._attn_implementation = X``
-assignment. A value the call already passes (``attn_implementation=args.attn``) is followed to
-where the user sets it (advisor.patch.knobs): the flag's default, or the flag on the command.
+built from: an ``...Config(...)`` constructor that ran (a ``config._attn_implementation = X``
+assignment is not followed yet). A value the call already passes (``attn_implementation=
+args.attn``) is followed to where the user sets it (advisor.patch.knobs): the flag's default,
+or the flag on the command.
 """
 
 from __future__ import annotations
