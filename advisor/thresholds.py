@@ -60,13 +60,12 @@ class Thresholds:
     # fixes. The runs it was set against: docs/measurement.md, "Garbage-collector pauses".
     gc_frac: float = 0.02
     # Padding above a quarter of the timed steps' tokens (ADV122): every layer computes the pad
-    # positions as it does the real ones, so the step spends at least that share on nothing
-    # (the fixture at 67%: tests/fixtures/runs/padding_mixed_cpu; a corpus of texts padded to
-    # the model's length often holds more).
+    # positions as it does the real ones, so the step spends up to that share on nothing
+    # (the runs it was set against: docs/measurement.md, "Tokens and padding").
     padding_frac: float = 0.25
     # torch.compile graphs made inside the timed window (ADV123): one may be a last shape the
-    # warm-up did not meet; two or more are shapes that keep changing (the fixture at 4 in 20
-    # steps: tests/fixtures/runs/recompiles_static_cpu).
+    # warm-up did not meet; two or more are shapes that keep changing (the runs it was set
+    # against: docs/measurement.md, "Recompiles").
     window_compiles: int = 2
 
     @classmethod

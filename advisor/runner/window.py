@@ -32,8 +32,8 @@ ALIGN = 1
 # A window of long steps closes before the steps asked once its mean step is known well: the
 # standard error of the mean, from the spread of BLOCKS consecutive blocks' means, at most
 # PRECISION of it (a third of the 3% least gain a trial is accepted on), on MIN_KEPT steps at
-# least and never before min_s (a min_s of 0 asks for the steps alone). A 0.85 s step then
-# needs 8 steps, not 20 (docs/measurement.md).
+# least and never before min_s (a min_s of 0 asks for the steps alone): long steps then need
+# fewer than the steps asked (docs/measurement.md).
 PRECISION = 0.01
 BLOCKS = 4
 MIN_KEPT = 8
