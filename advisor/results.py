@@ -42,9 +42,8 @@ def summarize_measurement(child: dict) -> dict:
     out["step_time_max_ms"] = max(times)
     if measure.samples_per_s(child):
         out["samples_per_s"] = measure.samples_per_s(child)
-    if measure.tokens_per_s(child) is not None:   # a sequence model's batches: real tokens, padding apart
-        out["tokens_per_s"] = measure.tokens_per_s(child)
-        out["padding_frac"] = measure.padding_frac(child)
+    if (rate := measure.tokens_per_s(child)) is not None:   # a sequence model's batches: real tokens, padding apart
+        out["tokens_per_s"], out["padding_frac"] = rate, measure.padding_frac(child)
     waits = [w for w in child.get("data_wait_ms") or [] if w is not None]
     if waits:
         out["data_wait_ms"] = statistics.median(waits)
@@ -120,8 +119,8 @@ def merge_child_results(analysis: dict | None, child: dict) -> None:
             analysis["measured"]["window_compiles_per_step"] = int(child["window_compiles"]) / len(times)
         if child.get("graph_breaks"):
             analysis["measured"]["graph_breaks"] = list(child["graph_breaks"])
-        if measure.padding_frac(child) is not None:
-            analysis["measured"]["padding_frac"] = measure.padding_frac(child)
+        if (padding := measure.padding_frac(child)) is not None:
+            analysis["measured"]["padding_frac"] = padding
         gc = child.get("gc") or {}
         if gc.get("collections") is not None:   # Python's collections in the window (runner/gctime.py)
             analysis["measured"].update(gc_ms_per_step=float(gc.get("ms") or 0.0) / len(times),

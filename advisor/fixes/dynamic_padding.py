@@ -15,17 +15,6 @@ from __future__ import annotations
 
 from advisor.fixes.base import Fix, loader, value
 
-_fns: dict = {}
-
-
-def _trim():
-    """The patch's function, executed once in this process."""
-    if not _fns:
-        from advisor.runtime.padding_source import TRIM
-
-        exec(compile(TRIM, "<advisor dynamic-padding fix>", "exec"), _fns)  # noqa: S102 - advisor's own text
-    return _fns["_trim_padding"]
-
 
 class DynamicPadding(Fix):
     name = "dynamic-padding"
@@ -45,9 +34,10 @@ class DynamicPadding(Fix):
         import torch
 
         from advisor.interventions.preload import _loader_args
-        from advisor.runtime.patching import wrap
+        from advisor.runtime.padding_source import TRIM
+        from advisor.runtime.patching import source_functions, wrap
 
-        trim = _trim()
+        trim = source_functions(TRIM, "dynamic-padding fix")["_trim_padding"]
 
         def make(orig):
             def __init__(self, *args, **kwargs):

@@ -30,11 +30,10 @@ import torch
 
 from advisor.runtime import world as ranks_world
 from advisor.runtime.ddp_source import MODEL, START
-from advisor.runtime.patching import in_loading, not_applied, wrap
+from advisor.runtime.patching import in_loading, not_applied, source_functions, wrap
 
 NAME = "ddp"
 # The same global batch, but its shards' BatchNorm statistics and the sample order change.
-_fns: dict = {}
 
 
 def nproc(params) -> int:
@@ -65,9 +64,7 @@ def not_applicable(config, environment, params):
 
 def _source() -> dict:
     """The patch's functions, executed once in this process."""
-    if not _fns:
-        exec(compile(START + "\n\n" + MODEL, "<advisor ddp fix>", "exec"), _fns)  # noqa: S102 - advisor's own text
-    return _fns
+    return source_functions(START + "\n\n" + MODEL, "ddp fix")
 
 
 def apply(params) -> None:

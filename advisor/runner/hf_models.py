@@ -11,8 +11,7 @@ def attention_of(module) -> dict | None:
     """{"implementation", "class", "sdpa", "flash"} of the first module (module itself, or one
     inside a wrapper) whose config names its attention implementation; None when none does."""
     try:
-        modules = module.modules()
-        for m in modules:
+        for m in module.modules():
             impl = getattr(getattr(m, "config", None), "_attn_implementation", None)
             if isinstance(impl, str):
                 cls = type(m)

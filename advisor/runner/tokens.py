@@ -12,11 +12,7 @@ import torch
 
 def tokens_of(batch) -> tuple[int, int, int] | None:
     """(real tokens, all tokens, width) of the batch, or None when it says nothing of them."""
-    mask = None
-    if isinstance(batch, Mapping):
-        mask = batch.get("attention_mask")
-    elif hasattr(batch, "data") and isinstance(getattr(batch, "data", None), Mapping):   # a UserDict
-        mask = batch.data.get("attention_mask")
+    mask = batch.get("attention_mask") if isinstance(batch, Mapping) else None   # BatchEncoding too
     if not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.device.type != "cpu" or not mask.numel():
         return None
     return int(mask.sum()), int(mask.numel()), int(mask.shape[1])

@@ -13,6 +13,15 @@ from advisor.runtime import NOT_APPLIED  # torch-free, for the ladder in the par
 _state = threading.local()
 
 
+@functools.cache
+def source_functions(text: str, label: str) -> dict:
+    """The functions a fix's patch writes into the script (its source text), executed once in
+    this process: the trial runs the same text the patch ships."""
+    names: dict = {}
+    exec(compile(text, f"<advisor {label}>", "exec"), names)  # noqa: S102 - advisor's own text
+    return names
+
+
 def wrap(owner, attr: str, make_wrapper) -> None:
     """Replace owner.attr with make_wrapper(original); the original stays reachable."""
     original = getattr(owner, attr)

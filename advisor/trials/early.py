@@ -55,15 +55,12 @@ def under_its_bound(cand: Candidate, floor_ms: float) -> bool:
     return cand.gain_is_upper_bound and cand.est_gain_ms is not None and cand.est_gain_ms < floor_ms
 
 
-def left_to_win(queue: list[Candidate], done: set[str], kept: set[str], apart: set[str]) -> float | None:
-    """The estimated gain, ms a step, of the rungs still to try (done: keys tried; kept: names
-    kept; apart: names measured after the ladder, never stacked), summed: what stacking all of
+def left_to_win(rungs: list[Candidate]) -> float | None:
+    """The estimated gain, ms a step, of the rungs still to try, summed: what stacking all of
     them could give at most. None when one of them has no estimate, or a gain its estimate
     does not bound (Fix.beyond_estimate: torch.compile's fusion)."""
     total = 0.0
-    for c in queue:
-        if c.key in done or c.name in kept or c.name in apart:
-            continue
+    for c in rungs:
         if c.est_gain_ms is None or not math.isfinite(c.est_gain_ms) \
                 or any(fixes.trait(p.name, "beyond_estimate") for p in c.parts):
             return None

@@ -24,7 +24,7 @@ def stop_early(lad) -> None:
     # a fix under its own bound is skipped by rungs.pick, and asked for again later
     left = {c.key: c for c in lad.queue if c.key not in lad.tried and c.name not in kept
             and c.name not in apart_names and not early.under_its_bound(c, floor)}
-    why = early.stop_reason(early.left_to_win(list(left.values()), lad.tried, kept, apart_names), floor, len(left))
+    why = early.stop_reason(early.left_to_win(list(left.values())), floor, len(left))
     if why is None:
         return
     lad.say(why)
@@ -45,9 +45,10 @@ def ceiling_first(lad) -> None:
     ceiling after the ladder is this record when the compute fixes have not changed."""
     key = early.compute_key(lad.stack)
     if lad.early_ceiling is None or lad.early_ceiling[0] != key:
+        if not any(early.feeds_data(c) for c in lad.stack) or lad.ctx.out_of_budget() or lad.stopping():
+            return
         nxt = rungs.pick(lad.queue, lad.tried, lad.kept_names(), **lad.pick_args()).rung
-        if nxt is None or not early.feeds_data(nxt) or not any(early.feeds_data(c) for c in lad.stack) \
-                or lad.ctx.out_of_budget() or lad.stopping():
+        if nxt is None or not early.feeds_data(nxt):
             return
         lad.say(f"timing the data-free ceiling first: it bounds what {nxt.key} and any data fix after it can give")
         rec = lad.ctx.runner.ceiling(lad.after(), name=f"{CEILING}-{lad.n:02d}")
