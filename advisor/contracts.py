@@ -292,6 +292,7 @@ READ_SHAPES = {
     "findings": [_FINDING],
     "trials": [_TRIAL],
     "trial_summary": {"noise": NUM, "threshold": NUM, "wall_s": NUM, "expected_s": NUM, "compile_s": NUM,
+                      "phases_s": {"baseline": NUM, "trials": NUM, "patch": NUM},
                       "gpus": {"gpus": [{"gpu": SCALAR, "offset": NUM}], "processes": [ANY]}},
     "traces": MapOf([ANY]),
     "patch": {"file": SCALAR, "notes": [_NOTE],

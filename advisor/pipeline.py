@@ -196,6 +196,7 @@ class Analyze:
         from advisor.trials import gpus
 
         st = self.stages
+        began = time.monotonic()
         self._tell_quiet()
         where = gpus.plan(child, opts.nproc_per_node, st.gpus, st.trial_gpus)
         if len(where["gpus"]) > 1:
@@ -213,13 +214,18 @@ class Analyze:
         doc["trial_summary"].update(compile_summary(doc["trials"], child))
         doc["trial_summary"]["gpus"] = result.get("gpus") or {"gpus": where["gpus"], "why_one": where["why_one"]}
         doc["trial_summary"].update({k: result[k] for k in ("unsettled", "settled", "stopped_early") if result.get(k)})
+        ended = time.monotonic()
         if result["stack"]:
             self._patch_kept(opts, doc, child, result, doc.get("run_length"))
         pressed = self.ctrl_c.pressed()  # asked first: a second press stops here at once
         if result["interrupted"] or pressed:
             during = self.ctrl_c.during or "trials"
             interrupted(doc, during, interrupted_reason(doc, during))
-        doc["trial_summary"]["wall_s"] = round(time.monotonic() - self.started, 1)  # the whole analyze, to here
+        now = time.monotonic()
+        doc["trial_summary"]["wall_s"] = round(now - self.started, 1)  # the whole analyze, to here
+        # where it went: the baseline's stage (its runs and analysis), the trials, the patch and its verification
+        doc["trial_summary"]["phases_s"] = {"baseline": round(began - self.started, 1),
+                                            "trials": round(ended - began, 1), "patch": round(now - ended, 1)}
         doc["roofline"] = headroom.summary(doc, child)
         self.save(doc)
 

@@ -45,6 +45,9 @@ def test_the_processes_share_a_cache_in_the_run_directory_and_a_second_analyze_r
     third = _analyze(tmp_path / "three", tmp_path)
     assert "compile_cache" not in third["trial_summary"] and not (tmp_path / "three" / "cache").exists()
     assert third["trial_summary"]["wall_s"] > 0 and third["trial_summary"]["compile_s"] > 0
+    phases = third["trial_summary"]["phases_s"]   # where the wall time went, adding up to it
+    assert set(phases) == {"baseline", "trials", "patch"} and phases["baseline"] > 0 and phases["trials"] > 0
+    assert abs(sum(phases.values()) - third["trial_summary"]["wall_s"]) <= 0.3
 
 
 def test_a_trial_spec_points_the_compile_caches_into_the_run_directory(tmp_path, monkeypatch):

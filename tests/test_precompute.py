@@ -87,7 +87,17 @@ def test_trial_child_refuses_random_transforms_with_a_note(tmp_path, capfd):
     res = run_child(spec, timeout=120, step_timeout=60)
     assert res["status"] == "complete", res["incomplete_reasons"]
     assert any(n.startswith("intervention not applied: precompute-samples: dataset[0] differs") for n in res["notes"])
+    assert res["steps_seen"] > 0 and not res["refused"]  # not told to stop: the run is timed as it is
+
+    # the trial's first process (stop_if_refused: the fixes it adds) stops at the refusal,
+    # before a step, and is complete: nothing of it is left to time
+    stopped = run_child({**spec, "run_dir": str(tmp_path / "run2"), "stop_if_refused": ["precompute-samples"]},
+                        timeout=120, step_timeout=60)
+    assert stopped["status"] == "complete", stopped["incomplete_reasons"]
+    assert stopped["refused"] and stopped["steps_seen"] == 0 and stopped["step_times_ms"] == []
+    assert any("every fix this trial adds refused to apply" in n for n in stopped["notes"])
 
     from advisor.trials.verdicts import judge
-    status, reason, *_ = judge([res], [res], res, 0.05, False, ["precompute-samples"])
-    assert status == "skipped" and "random transforms" in reason
+    for run in (res, stopped):
+        status, reason, *_ = judge([run], [res], res, 0.05, False, ["precompute-samples"])
+        assert status == "skipped" and "random transforms" in reason

@@ -212,6 +212,31 @@ def test_precompute_is_the_fallback_of_a_preload_that_crashed_not_of_a_slow_one(
     assert (names[2:] == ["02-precompute-samples"]) is fallback and len(names) == 2 + fallback
 
 
+def test_a_sample_that_differs_between_reads_skips_precompute_without_a_process(tmp_path):
+    """preload-dataset refused at run time because a sample read twice differs: that is the
+    dataset's, not the fix's. Its fallback, precompute-samples, refuses on the same check: it
+    is recorded skipped, naming the trial that found it, and no process runs for it. A
+    refusal of preload's own (device memory) still lets precompute run."""
+    from advisor.runtime import NOT_APPLIED, SAMPLES_VARY
+
+    base = dict(_timed(100.0), config={"dataloader": {"value": {"batch_size": 8}}})
+    why = f"dataset[0] {SAMPLES_VARY}: preloading would freeze them"
+    refused = {"status": "complete", "stage": "measured", "refused": True, "step_times_ms": [],
+               "notes": [f"{NOT_APPLIED} preload-dataset: {why}"]}
+    speeds = {(): [101.0], ("preload-dataset",): refused, ("precompute-samples",): [70.0]}
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("preload-dataset", 10.0)], {"gpu_count": 1}, base)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-preload-dataset"]
+    assert _rec(result, "01-")["status"] == "skipped"
+    pre = next(t for t in result["trials"] if t["fix"] == "precompute-samples")
+    assert pre["status"] == "skipped" and pre["interventions"] == []
+    assert pre["reason"] == f"dataset[0] {SAMPLES_VARY} (found by trial 01-preload-dataset)"
+
+    own = {**refused, "notes": [f"{NOT_APPLIED} preload-dataset: the samples would take ~9.0 GiB (limit 2 GiB)"]}
+    speeds[("preload-dataset",)] = own
+    _, calls, _ = ladder(tmp_path, speeds, [_finding("preload-dataset", 10.0)], {"gpu_count": 1}, base)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-preload-dataset", "02-precompute-samples"]
+
+
 def test_a_fix_rejected_while_another_bottleneck_ruled_is_tried_again_once_the_stack_is_much_faster(
         tmp_path):
     """A fix cannot pay while another cost rules the step (defer-syncs while the step waits

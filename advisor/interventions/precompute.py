@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from advisor.runtime import SAMPLES_VARY
 from advisor.runtime.patching import making_batches, not_applied, restore_rng, rng_states, wrap
 
 NAME = "precompute-samples"
@@ -32,6 +33,15 @@ def not_applicable(config, environment, params):
     dl = (config.get("dataloader") or {}).get("value")
     if dl is None:
         return "the script uses no torch DataLoader"
+    return samples_vary(config)
+
+
+def samples_vary(config) -> str | None:
+    """The refusal an earlier trial's run found in the dataset (a sample read twice differs:
+    config "samples", learned by the ladder), else None."""
+    samples = (config.get("samples") or {}).get("value") or {}
+    if samples.get("repeatable") is False:
+        return f"{samples.get('why')} (found by trial {samples.get('found_by')})"
     return None
 
 
@@ -99,7 +109,7 @@ def plan(dataset, max_bytes: int = MAX_BYTES, max_seconds: float = MAX_SECONDS) 
         t0 = time.perf_counter()
         for i in probes:
             if not _same(dataset[i], dataset[i]):
-                return f"dataset[{i}] differs between two reads (random transforms): precomputing would freeze them"
+                return f"dataset[{i}] {SAMPLES_VARY}: precomputing would freeze them"
         per_sample = (time.perf_counter() - t0) / (2 * len(probes))
         size = _nbytes(dataset[probes[0]]) * n
     finally:

@@ -44,7 +44,7 @@ def not_applicable(config, environment, params):
         return "the script uses no torch DataLoader"
     if dl.get("batch_size") is None:
         return "the DataLoader has batch_size=None (the dataset makes its own batches)"
-    return None
+    return precompute.samples_vary(config)
 
 
 class Preloaded(torch.utils.data.Dataset):

@@ -13,6 +13,7 @@ import threading
 import time
 
 from advisor.runner import environment
+from advisor.runtime import NOT_APPLIED
 from advisor.runner._util import flush_std
 from advisor.runner.flops import StepFlops
 from advisor.runner.lines import STOP_AFTER_STEPS
@@ -99,6 +100,21 @@ class Controller:
 
     def note(self, text: str) -> None:
         self.notes.add(text)
+        if text.startswith(NOT_APPLIED) and not self.forked:
+            self._refused()
+
+    def _refused(self) -> None:
+        """A trial's process whose new fixes (spec stop_if_refused) have all refused to apply
+        would time the stack before them again: it stops now, measured as it stands (no
+        steps), and the ladder records the trial skipped with their reasons."""
+        names = set(self.spec.get("stop_if_refused") or ())
+        if not names or self.outcome.stop_requested or self.outcome.finishing:
+            return
+        refused = {line.split(":", 2)[1].strip() for line in self.notes.lines if line.startswith(NOT_APPLIED)}
+        if names <= refused:
+            self.outcome.refused = True
+            self.notes.add(f"stopped at step {self.clock.steps_seen}: every fix this trial adds refused to apply")
+            self._done()
 
     def internal_error(self, where: str, exc: BaseException) -> None:
         self.notes.internal_error(where, exc)

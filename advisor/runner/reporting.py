@@ -83,6 +83,7 @@ def child_doc(ctl) -> dict:
     obs, window, seen, clock = ctl.observer, ctl.window, ctl.seen, ctl.clock
     return {
         "stage": ctl.outcome.stage,
+        "refused": ctl.outcome.refused,
         "rank": ctl.run.rank, "world_size": ctl.run.world_size,
         "steps_seen": clock.steps_seen,
         "step_times_ms": [round(x, 4) for x in window.step_times_ms],

@@ -219,6 +219,7 @@ class Outcome:
     exit: dict = field(default_factory=lambda: _exit(None))
     stop_requested: bool = False  # advisor has what it needs: the script is being stopped
     finishing: bool = False       # the script has ended: Controller.finish is saving
+    refused: bool = False         # stopped because the trial's fixes refused to apply (Controller._refused)
 
     def stopped_by_advisor(self) -> None:
         self.stage = "measured"

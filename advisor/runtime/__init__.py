@@ -14,6 +14,11 @@ import os
 # (patching.not_applied); the trials ladder (parent process, no torch) reads it.
 NOT_APPLIED = "intervention not applied:"
 
+# What precompute-samples and preload-dataset both refuse on: a sample read twice differs.
+# A property of the script's dataset, not of the fix: the ladder, having read it in one's
+# refusal, skips the other without a process (trials.ladder, config "samples").
+SAMPLES_VARY = "differs between two reads (random transforms)"
+
 
 def world() -> tuple[int, int]:
     """(rank, world size) from torchrun's environment; (0, 1) for a single process."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from advisor import engine, fixes, measure
 from advisor.contracts import TrialRecord
+from advisor.runtime import SAMPLES_VARY
 from advisor.trials import apart, guesses, reference, rungs, scaling, stopping
 from advisor.trials.candidates import Candidate, candidates_from_findings
 from advisor.trials.gpus import ParallelRunner
@@ -65,6 +66,7 @@ class _Ladder:
         self.noise = 0.0
         self.ref_runs: list[dict] = []
         self.ref_config: dict = self.base.get("config") or {}
+        self.facts: dict = {}   # what trials found of the script itself, kept in ref_config (_learn_refusal)
         self.loss_ref = self.base
         self.queue: list[Candidate] = []
         self.tried: set[str] = set()
@@ -276,6 +278,8 @@ class _Ladder:
             except Interrupted:
                 pass  # the trial's own verdict stands, without its scaling
         self.trials.append(rec)
+        if rec["status"] == "skipped":
+            self._learn_refusal(name, rec["reason"])
         if rec["status"] == "accepted":
             if cand.group is None:
                 self._commit(cand, runs, analysis, model)
@@ -309,6 +313,15 @@ class _Ladder:
         """The record of a fix that cannot apply to this script (no process ran)."""
         self.trials.append({"name": cand.key, "fix": cand.name, "params": cand.params, "status": "skipped",
                             "reason": why, "origin": cand.origin, "interventions": []})
+
+    def _learn_refusal(self, name: str, reason: str) -> None:
+        """A refusal about the script's dataset, not about the fix (a sample read twice
+        differs): the fixes that need repeatable samples read it in the config rungs.pick
+        judges them on, and are skipped without a process of their own."""
+        why = next((part for part in reason.split("; ") if SAMPLES_VARY in part), None)
+        if why is not None:
+            self.facts["samples"] = {"value": {"repeatable": False, "why": why.split(": ")[0], "found_by": name}}
+            self.ref_config = {**self.ref_config, **self.facts}
 
     def _fall_back(self, cand: Candidate, status: str) -> None:
         """The candidate's fallback runs next when the verdict is one it falls back on
@@ -409,7 +422,7 @@ class _Ladder:
         # are: it is timed again only when a later verdict could turn on it (_confirm). A
         # repeat after every kept fix cost a process each, mostly after gains a second run
         # could not change.
-        self.ref_runs, self.ref_config = runs, runs[0].get("config") or self.ref_config
+        self.ref_runs, self.ref_config = runs, {**(runs[0].get("config") or self.ref_config), **self.facts}
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
         if self.stopping():
             return  # nothing runs after it: no requeue

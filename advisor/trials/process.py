@@ -98,16 +98,22 @@ def finished(child: dict) -> bool:
     return child.get("stage") == "measured" and bool((child.get("exit") or {}).get("stopped_by_advisor"))
 
 
-def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True) -> dict:
+def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True, first: bool | None = None) -> dict:
+    """first (by default: profiled): the trial's first process, its last candidate new. When
+    every part of that candidate refuses to apply, the run stops there (stop_if_refused): the
+    rest of it would time the stack before it again. A re-timing runs to its end whatever."""
     spec = specs.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
                             [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile, quiet_s(ctx.lookahead))
+    if (profile if first is None else first) and stack:
+        spec["stop_if_refused"] = sorted({p.name for p in stack[-1].parts})
     if ctx.slot is not None:   # a GPU of its own (trials.gpus), set before the script's first line
         spec["environ"] = {**spec.get("environ", {}), "CUDA_VISIBLE_DEVICES": ctx.slot.gpu}
     return spec
 
 
 def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = True,
-         guesses: list[tuple[str, list[Candidate], bool]] | None = None) -> tuple[dict, dict | None, object]:
+         guesses: list[tuple[str, list[Candidate], bool]] | None = None,
+         first: bool | None = None) -> tuple[dict, dict | None, object]:
     """One trial process. profile=False: a timing-only re-run (a confirmation round).
     guesses: (name, stack, profile) of the processes likely to come next, started ahead while
     this one runs (advisor.trials.lookahead); None keeps the guesses already made."""
@@ -115,7 +121,7 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
 
     if profile and ctx.split_profile:
         return _run_split(ctx, name, stack, guesses)
-    spec = _spec(ctx, name, stack, profile)
+    spec = _spec(ctx, name, stack, profile, first)
     held, warm = ctx.ahead.take(spec)
     ctx.ahead.guess(spec, None if guesses is None else [_spec(ctx, *g) for g in guesses])
     try:
@@ -144,8 +150,9 @@ def _run_split(ctx: TrialContext, name: str, stack: list[Candidate], guesses) ->
     """A short script's trial: timed in one run, profiled in another (advisor.schedule)."""
     from advisor.runner.parent import run_child
 
-    child, _, _ = _run(ctx, name, stack, False, guesses)
-    if child.get("status") != "complete" or child.get("interrupted") or (ctx.interrupted and ctx.interrupted()):
+    child, _, _ = _run(ctx, name, stack, False, guesses, first=True)
+    if child.get("status") != "complete" or child.get("interrupted") or (ctx.interrupted and ctx.interrupted()) \
+            or child.get("refused"):
         return child, None, None  # after Ctrl-C, no profile run: the timed run is what there is
     spec = {**_spec(ctx, name, stack, True), **ctx.split_profile, "measure_steps": 0,
             "run_dir": str(Path(ctx.run_dir) / "trials" / name / "profile")}
