@@ -13,7 +13,6 @@ import threading
 import time
 
 from advisor.runner import environment
-from advisor.runtime import NOT_APPLIED
 from advisor.runner._util import flush_std
 from advisor.runner.flops import StepFlops
 from advisor.runner.lines import STOP_AFTER_STEPS
@@ -24,6 +23,7 @@ from advisor.runner.ranges import Ranges
 from advisor.runner.reporting import Notes, ProgressLog, save_child_doc
 from advisor.runner.state import Outcome, RunIdentity, StartupTimeline, StepClock, StepObservations
 from advisor.runner.window import Window, settle_steps
+from advisor.runtime import NOT_APPLIED
 
 
 class StopScript(BaseException):
