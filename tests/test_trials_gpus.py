@@ -133,6 +133,29 @@ def test_trials_run_side_by_side_each_on_a_gpu_of_its_own(tmp_path):
     assert any(p["started_on_a_guess"] for p in summary["processes"])   # a guess ran ahead and was taken
 
 
+def test_the_batch_sizes_and_the_data_free_ceiling_run_side_by_side(tmp_path):
+    """After the ladder, the batch sizes measured apart and the data-free ceiling depend on the
+    final stack alone: the ceiling is guessed with them and runs beside one of them, on another
+    GPU."""
+    class WithCeiling(FakeGpus):
+        def ceiling(self, after, name=None):
+            return trials.TrialRunner.ceiling(self, after, name)
+
+    runner = WithCeiling({**SPEEDS, "batch-size": 10.0, "cached-batch": 25.0}, hold=0.4)
+    ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
+                       baseline={**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}},
+                       baseline_findings=[*FINDINGS, {"code": "ADV000", "estimated_gain_ms": 5.0,
+                                                      "fix": {"intervention": "batch-size"}}],
+                       environment={}, progress=lambda s: None, runner=runner, gpus=["0", "1", "2"])
+    result = trials.run_trials(ctx)
+    done = {r["name"]: r for r in runner.runs if not r.get("stopped")}
+    ceiling = done["ceiling-data-free"]
+    beside = [done[n] for n in ("apart-batch-size-x2", "apart-batch-size-x4")
+              if done[n]["start"] < ceiling["end"] and ceiling["start"] < done[n]["end"]]
+    assert beside and all(r["gpu"] != ceiling["gpu"] for r in beside)
+    assert result["ceiling"]["status"] == "bound"
+
+
 def test_a_gpu_slower_beyond_the_noise_has_its_runs_scaled_to_the_first(tmp_path):
     """GPU 2 runs everything 25% slower: its offset is measured from the baseline run on it and
     divided out, so the channels-last trial, wherever it ran, reads 39.9 ms on top of 59.9."""

@@ -581,9 +581,13 @@ def test_each_trial_was_guessed_while_the_one_before_it_ran(tmp_path):
                            ("02-torch-compile-reduce-overhead", (PAIR, RO), True)]
     # the pair's one run is the reference: the kept stack timed again is the other likely process
     assert ("02-set-to-none+cudnn-benchmark-reference", (PAIR,), False) in calls[2][3]
-    assert calls[-1][3] == []  # nothing after the last batch size
-    # while compile runs, both batch sizes are guessed (x4 compiles its own graph too)
-    assert [g[0] for g in calls[3][3]][:2] == ["apart-batch-size-x2", "apart-batch-size-x4"]
+    # after the batch sizes, the data-free ceiling on the kept compute fixes: guessed beside both
+    ceiling = ("ceiling-data-free", ("channels-last", "amp(dtype=bfloat16)", RO, "cached-batch"), False)
+    assert calls[-2][3] == [ceiling, ("apart-batch-size-x4", (PAIR, RO, "batch-size(factor=4)"), True)]
+    assert calls[-1][3] == [ceiling]
+    # while compile runs, both batch sizes are guessed (x4 compiles its own graph too), the
+    # ceiling between them: it runs whatever x2 measures, x4 only when x2 paid
+    assert [g[0] for g in calls[3][3]][:3] == ["apart-batch-size-x2", "ceiling-data-free", "apart-batch-size-x4"]
     # without --lookahead on a script that never used CUDA before its first step: no guesses
     _, calls, _ = ladder(tmp_path, speeds, findings, environment={"gpu_count": 1},
                          baseline={**base, "startup": {"first_step": 2.0}})

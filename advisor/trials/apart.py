@@ -35,8 +35,10 @@ def measure_all(after: After, cands: list[Candidate], overridden: dict[str, str]
             out.append({"name": name(cand), "fix": cand.name, "params": cand.params, "status": "not run",
                         "interventions": [], "reason": f"{prev['name']} was not faster than the kept fixes"})
             continue
-        nxt = cands[i + 1:i + 2] if after.ahead else []
-        out.append(_measure(after, cand, [(name(c), [*after.stack, c], True) for c in nxt], overridden.get(cand.name)))
+        # what comes after them all (the ceiling), then the next factor (run only if this one
+        # pays): on GPUs side by side they run beside this one
+        nxt = list(after.then) + [(name(c), [*after.stack, c], True) for c in cands[i + 1:i + 2]] if after.ahead else []
+        out.append(_measure(after, cand, nxt, overridden.get(cand.name)))
     return out
 
 

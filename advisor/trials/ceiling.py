@@ -28,9 +28,7 @@ def measure_ceiling(after: After, name: str = NAME) -> TrialRecord | None:
     elif after.out_of_budget():
         rec.update(status="not run", reason="trial budget spent")
     else:
-        # the cached batch stands in for every fix of the data pipeline
-        parts = [p for c in after.stack for p in c.parts if not fixes.trait(p.name, "feeds_data")]
-        stack = [*parts, Candidate("cached-batch")]
+        stack = ceiling_stack(after.stack)
         child, analysis, _ = after.process(name, stack, profile=False)
         rec.update(description=mod.describe({}), changes_numerics=True, interventions=[c.key for c in stack],
                    **measure.trial_figures(child, analysis, after.base))
@@ -48,6 +46,20 @@ def measure_ceiling(after: After, name: str = NAME) -> TrialRecord | None:
             rec.update(status="failed", reason="; ".join(child.get("incomplete_reasons") or [])
                        or "the ceiling run measured no step")
     return rec
+
+
+def ceiling_stack(kept: list[Candidate]) -> list[Candidate]:
+    """The ceiling's stack on the kept fixes: their compute fixes, and the cached batch
+    standing in for every fix of the data pipeline."""
+    parts = [p for c in kept for p in c.parts if not fixes.trait(p.name, "feeds_data")]
+    return [*parts, Candidate("cached-batch")]
+
+
+def will_run(only: set[str] | None, config: dict, environment: dict) -> bool:
+    """Whether measure_ceiling will start a process (what the processes before it may guess)."""
+    if only is not None and "cached-batch" not in only:
+        return False
+    return fixes.get("cached-batch").not_applicable(config, environment, {}) is None
 
 
 def _bound_words(padding: float | None) -> str:

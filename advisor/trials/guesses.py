@@ -15,7 +15,7 @@ fix the rules asked for once and may ask for again.
 from __future__ import annotations
 
 from advisor import fixes
-from advisor.trials import apart, rungs
+from advisor.trials import apart, rungs, stopping
 from advisor.trials.candidates import Candidate, expand
 from advisor.trials.state import LadderView
 
@@ -86,8 +86,10 @@ def likely_next(ladder: LadderView, cand: Candidate | None, name: str = "") -> l
             # the new trace (deferred syncs after compile, slow to start fresh), else the
             # batch sizes (x4 too, while compile runs: it compiles a graph of its own).
             sizes = _sizes(ladder, [*ladder.result["apart"], *p.apart])
+            # the data-free ceiling after the first batch size (the second runs only if that paid)
+            sized = [(apart.name(a), [*stack, a], True) for a in sizes[:2 - len(bound)]]
             first += [(trial_name(nxt, c), [*stack, c], True) for c in bound] + \
-                [(apart.name(a), [*stack, a], True) for a in sizes[:2 - len(bound)]]
+                sized[:1] + list(stopping.ceiling_guess(ladder, stack)) + sized[1:]
             if kept:
                 later += [(trial_name(nxt, c), [*stack, c], True)
                           for c in [*retries(ladder, kept_names), *dropped(ladder, p.tried, kept_names)]]

@@ -12,6 +12,7 @@ could turn on that one run (advisor.trials.verdicts.retime_reference).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from advisor import engine, fixes, measure
@@ -136,7 +137,8 @@ class _Ladder:
             measured_noise = self.noise if measure.pooled_noise(self.groups) is not None else None
             self.result["noise"], self.result["threshold"] = measured_noise, measure.acceptance_threshold(self.noise)
             if not self.stopping():
-                measured = apart.measure_all(self.after(), self.result["apart"], self.overridden())
+                after = dataclasses.replace(self.after(), then=stopping.ceiling_guess(self))
+                measured = apart.measure_all(after, self.result["apart"], self.overridden())
                 self.trials.extend(measured)
                 self.result["apart"] = measured
             if not self.stopping():

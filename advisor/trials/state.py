@@ -46,6 +46,7 @@ class After:
     ahead: int                             # processes started ahead (0: none)
     only: set[str] | None = None           # --fix: the trials the user asked for
     applied: tuple = ()                    # --apply: {"name", "params"} under every run
+    then: tuple = ()                       # (name, stack, profile) of the processes after these: guessed beside them
 
 
 class LadderView(Protocol):
@@ -64,6 +65,7 @@ class LadderView(Protocol):
     ref_config: dict
     result: dict
     n: int
+    early_ceiling: tuple | None
 
     def rules(self) -> list: ...
 

@@ -63,6 +63,20 @@ def ceiling_first(lad) -> None:
         lad.queue = early.bounded(lad.queue, lad.early_ceiling[2])
 
 
+def ceiling_guess(lad, stack: list | None = None) -> tuple:
+    """The final ceiling's process on ``stack`` (the kept one by default), as a guess for the
+    processes before it: none when the early ceiling's record stands for it (final_ceiling)."""
+    from advisor.trials.ceiling import ceiling_stack, will_run
+
+    stack = lad.stack if stack is None else stack
+    early_run = lad.early_ceiling
+    if early_run is not None and early_run[0] == early.compute_key(stack) and early_run[2] is not None:
+        return ()
+    if not will_run(lad.ctx.only, lad.base.get("config") or {}, lad.ctx.environment):
+        return ()
+    return ((CEILING, ceiling_stack(stack), False),)
+
+
 def final_ceiling(lad) -> None:
     """The data-free ceiling of the kept stack: the one run early when its compute fixes
     are the stack's, else a process of its own."""
