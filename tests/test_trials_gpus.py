@@ -131,6 +131,10 @@ def test_trials_run_side_by_side_each_on_a_gpu_of_its_own(tmp_path):
     summary = result["gpus"]
     assert [g["gpu"] for g in summary["gpus"]] == ["0", "1", "2"]
     assert any(p["started_on_a_guess"] for p in summary["processes"])   # a guess ran ahead and was taken
+    # each process says when it ran, from the trials' start: two taken ran at the same time
+    spans = [(p["from_s"], p["to_s"]) for p in summary["processes"]]
+    assert all(0 <= a <= b for a, b in spans)
+    assert any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans) for b in spans[i + 1:])
 
 
 def test_the_batch_sizes_and_the_data_free_ceiling_run_side_by_side(tmp_path):

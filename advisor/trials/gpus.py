@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 from advisor import measure
@@ -132,6 +133,8 @@ class _Job:
     thread: threading.Thread | None = None
     result: tuple | None = None
     run_dir: Path | None = None  # the analyze's: its process's directory is trials/<name>
+    began: float = 0.0          # monotonic, when its process started and ended
+    ended: float = 0.0
 
     @property
     def name(self) -> str:
@@ -162,6 +165,7 @@ class ParallelRunner:
         self.calibration: dict[str, _Job] = {}
         self.log: list[dict] = []
         self.guessed: set[tuple] = set()
+        self.t0 = time.monotonic()
 
     # the TrialRunner interface: findings and the ceiling are the inner runner's
     def findings(self, *a, **k):
@@ -194,7 +198,9 @@ class ParallelRunner:
         with self.lock:
             self.jobs.pop(key, None)
         child, analysis, model = job.result
-        self.log.append({"process": name, "gpu": job.gpu, "started_on_a_guess": key in self.guessed})
+        # when it ran, in seconds from the trials' start: what ran beside what
+        self.log.append({"process": name, "gpu": job.gpu, "started_on_a_guess": key in self.guessed,
+                         "from_s": round(job.began - self.t0, 1), "to_s": round(job.ended - self.t0, 1)})
         if first:
             self._settle_offsets(ctx.baseline, child if child.get("status") == "complete" else None)
         return self._adjust(child, job.gpu), analysis, model
@@ -227,10 +233,12 @@ class ParallelRunner:
 
         def run() -> None:
             sub = dataclasses.replace(ctx, slot=Slot(job.gpu, job.cancel), ahead=_NoAhead())
+            job.began = time.monotonic()
             try:
                 job.result = self.inner.process(sub, job.name, stack, profile, None)
             except BaseException as e:  # noqa: BLE001 - a process that raised is a failed run
                 job.result = ({"status": "incomplete", "incomplete_reasons": [f"{type(e).__name__}: {e}"]}, None, None)
+            job.ended = time.monotonic()
 
         job.thread = threading.Thread(target=run, daemon=True, name=f"{job.name} on GPU {job.gpu}")
         job.thread.start()
