@@ -77,10 +77,12 @@ class FakeGpus(trials.TrialRunner):
         start = time.monotonic()
         deadline = start + self.hold
         while time.monotonic() < deadline:   # stopped like a child that Ctrl-C reached
-            if ctx.slot is not None and ctx.slot.cancel.count:
+            # on a GPU of its own, by its slot's signals; run in the ladder's thread, by Ctrl-C itself
+            cancelled = ctx.slot.cancel.count if ctx.slot is not None else ctx.interrupted and ctx.interrupted()
+            if cancelled:
                 with self.lock:
-                    self.runs.append({"name": name, "gpu": ctx.slot.gpu, "start": start, "end": time.monotonic(),
-                                      "stopped": True})
+                    self.runs.append({"name": name, "gpu": ctx.slot.gpu if ctx.slot else None, "start": start,
+                                      "end": time.monotonic(), "stopped": True})
                 return {"status": "incomplete", "interrupted": True}, None, None
             time.sleep(0.01)
         with self.lock:
@@ -116,11 +118,14 @@ def test_trials_run_side_by_side_each_on_a_gpu_of_its_own(tmp_path):
     runner = FakeGpus(SPEEDS)
     result = _ladder(tmp_path, runner, ["0", "1", "2"], FINDINGS)
     done = [r for r in runner.runs if not r.get("stopped")]
-    # every process named its GPU before its script ran, one of the three
-    assert all(r["env"] == r["gpu"] and r["gpu"] in ("0", "1", "2") for r in done)
-    # the baseline once on each other GPU, beside the repeat on the first
+    # every process after the repeat named its GPU before its script ran, one of the three; the
+    # repeat ran as the baseline did, every GPU visible (the process held since the baseline)
     names = {r["name"]: r for r in done}
-    assert {"00-baseline-gpu1", "00-baseline-gpu2"} <= set(names) and names["00-baseline-repeat"]["gpu"] == "0"
+    assert names["00-baseline-repeat"]["env"] is None and names["00-baseline-repeat"]["gpu"] is None
+    assert all(r["env"] == r["gpu"] and r["gpu"] in ("0", "1", "2") for r in done if r["name"] != "00-baseline-repeat")
+    # the baseline once on each other GPU, beside the repeat on the first
+    assert {"00-baseline-gpu1", "00-baseline-gpu2"} <= set(names)
+    assert next(t for t in result["trials"] if t["name"] == "00-baseline-repeat")["gpu"] == "0"
     # processes overlapped in time, never two at once on one GPU
     overlaps = [(a, b) for a in done for b in done if a is not b and a["start"] < b["end"] and b["start"] < a["end"]]
     assert overlaps and all(a["gpu"] != b["gpu"] for a, b in overlaps)
@@ -252,9 +257,10 @@ def test_real_trial_processes_side_by_side(tmp_path):
     result = trials.run_trials(ctx)
     ran = [t for t in result["trials"] if t.get("status") not in ("not run", "skipped")]
     assert ran and all(t.get("gpu") in ("0", "1") for t in ran), [(t["name"], t.get("gpu")) for t in ran]
-    for t in ran:
+    for t in ran:   # pinned before the script's first line; the repeat runs as the baseline did
         spec = json.loads((tmp_path / "trials" / t["name"] / "spec.json").read_text())
-        assert spec["environ"]["CUDA_VISIBLE_DEVICES"] == t["gpu"]
+        pinned = spec.get("environ", {}).get("CUDA_VISIBLE_DEVICES")
+        assert pinned == (None if t["name"] == "00-baseline-repeat" else t["gpu"]), (t["name"], pinned)
     left = sorted(p.name for p in (tmp_path / "trials").iterdir() if p.is_dir() and not p.name.startswith("."))
     taken = result["gpus"]["processes"]   # every process the ladder took (confirmation rounds too)
     assert left == sorted({p["process"] for p in taken}), left

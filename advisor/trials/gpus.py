@@ -166,6 +166,7 @@ class ParallelRunner:
         self.log: list[dict] = []
         self.guessed: set[tuple] = set()
         self.t0 = time.monotonic()
+        self.guess_log: list[dict] = []   # each guess started: where, when, and when given up
 
     # the TrialRunner interface: findings and the ceiling are the inner runner's
     def findings(self, *a, **k):
@@ -181,13 +182,12 @@ class ParallelRunner:
         if _several_processes(stack):   # ddp: every GPU, nothing beside it
             self._drop(keep=set())
             return self.inner.process(dataclasses.replace(ctx, slot=None, ahead=_NoAhead()), name, stack, profile, None)
-        first = not self.offsets and not self.calibration
+        if not self.offsets and not self.calibration:
+            return self._first(ctx, name, stack, profile)
         for other in [j for j in self.jobs.values() if j.name == name and j.key != key]:
             self._stop(other)   # a guess of this name on another stack: the wrong branch
         job = self.jobs.get(key) or self._start(ctx, key, name, stack, profile, guess=False)
         job.guess = False
-        if first:
-            self._calibrate(ctx)
         if guesses is not None:   # None: a timing-only re-run between; the guesses running go on
             self._guess(ctx, key, guesses)
         while job.thread.is_alive():   # Ctrl-C stops every process at once, this one included
@@ -201,9 +201,23 @@ class ParallelRunner:
         # when it ran, in seconds from the trials' start: what ran beside what
         self.log.append({"process": name, "gpu": job.gpu, "started_on_a_guess": key in self.guessed,
                          "from_s": round(job.began - self.t0, 1), "to_s": round(job.ended - self.t0, 1)})
-        if first:
-            self._settle_offsets(ctx.baseline, child if child.get("status") == "complete" else None)
         return self._adjust(child, job.gpu), analysis, model
+
+    def _first(self, ctx, name: str, stack: list, profile: bool):
+        """The ladder's first process (the repeat) on the first GPU, the baseline once on each
+        other GPU beside it. It runs as the baseline did, every GPU visible (cuda:0 is the first),
+        so the process started with the baseline and held at its first CUDA use is released
+        for it (trials.lookahead): its start-up is behind it already."""
+        self._calibrate(ctx)
+        began = time.monotonic()
+        child, analysis, model = self.inner.process(dataclasses.replace(ctx, slot=None), name, stack, profile, None)
+        self.log.append({"process": name, "gpu": self.gpus[0], "started_on_a_guess": bool(child.get("started_held")),
+                         "from_s": round(began - self.t0, 1), "to_s": round(time.monotonic() - self.t0, 1)})
+        if child.get("interrupted"):
+            for job in self.calibration.values():
+                job.cancel.count += 1
+        self._settle_offsets(ctx.baseline, child if child.get("status") == "complete" else None)
+        return self._adjust(child, self.gpus[0]), analysis, model
 
     def close(self) -> None:
         """Stop whatever still runs on a guess (the ladder is done, or Ctrl-C)."""
@@ -213,7 +227,7 @@ class ParallelRunner:
 
     def summary(self) -> dict:
         return {"gpus": [{"gpu": g, **self.offsets.get(g, {"offset": 1.0, "applied": False})} for g in self.gpus],
-                "processes": self.log}
+                "processes": self.log, "guesses": self.guess_log}
 
     # ------------------------------------------------------------------ scheduling
     def _start(self, ctx, key: tuple, name: str, stack: list, profile: bool, guess: bool) -> _Job | None:
@@ -225,6 +239,7 @@ class ParallelRunner:
             self.jobs[key] = job
         if guess:
             self.guessed.add(key)
+            self.guess_log.append({"process": name, "gpu": gpu, "from_s": round(time.monotonic() - self.t0, 1)})
         self._launch(ctx, job, stack, profile)
         return job
 
@@ -284,6 +299,10 @@ class ParallelRunner:
         job.cancel.count += 1
         if job.thread is not None:
             job.thread.join()
+        if job.guess:   # a guess the ladder did not take: when it was given up
+            for entry in self.guess_log:
+                if entry["process"] == job.name and entry["gpu"] == job.gpu and "stopped_s" not in entry:
+                    entry["stopped_s"] = round(time.monotonic() - self.t0, 1)
         with self.lock:
             self.jobs.pop(job.key, None)
         job.discard()

@@ -86,10 +86,13 @@ def likely_next(ladder: LadderView, cand: Candidate | None, name: str = "") -> l
             # the new trace (deferred syncs after compile, slow to start fresh), else the
             # batch sizes (x4 too, while compile runs: it compiles a graph of its own).
             sizes = _sizes(ladder, [*ladder.result["apart"], *p.apart])
-            # the data-free ceiling after the first batch size (the second runs only if that paid)
-            sized = [(apart.name(a), [*stack, a], True) for a in sizes[:2 - len(bound)]]
-            first += [(trial_name(nxt, c), [*stack, c], True) for c in bound] + \
-                sized[:1] + list(stopping.ceiling_guess(ladder, stack)) + sized[1:]
+            # the first of them beside the other branch's next rung; the data-free ceiling and
+            # the second batch size (run only if the first paid) after those
+            after = [(trial_name(nxt, c), [*stack, c], True) for c in bound] + \
+                [(apart.name(a), [*stack, a], True) for a in sizes[:2 - len(bound)]]
+            after[1:1] = list(stopping.ceiling_guess(ladder, stack))
+            first += after[:1]
+            soon += after[1:]
             if kept:
                 later += [(trial_name(nxt, c), [*stack, c], True)
                           for c in [*retries(ladder, kept_names), *dropped(ladder, p.tried, kept_names)]]
