@@ -193,10 +193,12 @@ class Analyze:
     def _trials(self, opts: AnalyzeOptions, child: dict, doc: RunDocument, warm=None, held=None,
                 split_profile: dict | None = None) -> None:
         from advisor import trials
+        from advisor.beside import Beside
         from advisor.trials import gpus
 
         st = self.stages
         began = time.monotonic()
+        beside = Beside()
         self._tell_quiet()
         where = gpus.plan(child, opts.nproc_per_node, st.gpus, st.trial_gpus)
         if len(where["gpus"]) > 1:
@@ -206,16 +208,18 @@ class Analyze:
             baseline_findings=doc["findings"], environment=doc["environment"], budget_s=st.budget_s,
             max_trials=st.max_trials, trial_timeout=st.trial_timeout, only=st.only, applied=st.applied,
             stdout_to_stderr=st.json, warm=warm, held=held, lookahead=st.lookahead, progress=self.progress,
-            split_profile=split_profile, interrupted=self.ctrl_c.pressed, allow=st.allow, gpus=where["gpus"])
+            split_profile=split_profile, interrupted=self.ctrl_c.pressed, allow=st.allow, gpus=where["gpus"],
+            on_final_stack=lambda result, runner: self._verify_beside(beside, opts, doc, child, result, runner))
         result = trials.run_trials(ctx)
+        ended = time.monotonic()
+        beside.join(self.ctrl_c.pressed)   # the patch's verification, when it ran beside the last trials
         doc["trials"] = result["trials"]
         doc["trial_summary"] = {k: result.get(k) for k in ("noise", "threshold", "stack", "interrupted", "processes",
                                                            "lookahead", "expected_s")}
         doc["trial_summary"].update(compile_summary(doc["trials"], child))
         doc["trial_summary"]["gpus"] = result.get("gpus") or {"gpus": where["gpus"], "why_one": where["why_one"]}
         doc["trial_summary"].update({k: result[k] for k in ("unsettled", "settled", "stopped_early") if result.get(k)})
-        ended = time.monotonic()
-        if result["stack"]:
+        if result["stack"] and not beside.started:
             self._patch_kept(opts, doc, child, result, doc.get("run_length"))
         pressed = self.ctrl_c.pressed()  # asked first: a second press stops here at once
         if result["interrupted"] or pressed:
@@ -229,8 +233,27 @@ class Analyze:
         doc["roofline"] = headroom.summary(doc, child)
         self.save(doc)
 
+    def _verify_beside(self, beside, opts: AnalyzeOptions, doc: RunDocument, child: dict, result: dict,
+                       runner) -> None:
+        """Side by side, once the ladder's stack is final: fixes.patch and its verification in a
+        thread, on a GPU the ladder's runner (trials.gpus.ParallelRunner) gives up for it, while
+        the batch sizes and the ceiling run on the others. Not for a stack that launches
+        several processes (they take every GPU), nor when no GPU is free."""
+        if not result["stack"] or specs.launch_nproc(result["stack"], opts.nproc_per_node) > 1:
+            return
+        gpu = runner.claim()
+        if gpu is None:
+            return
+        final = {**result, "stack": list(result["stack"]), "trials": list(result["trials"])}
+        # what the patch reads of the trials, as they stand (run_trials' whole record replaces it)
+        doc["trials"] = final["trials"]
+        doc["trial_summary"] = {"noise": result["noise"], "threshold": result["threshold"]}
+        self.progress(f"the stack is final: verifying fixes.patch on GPU {gpu}, beside the last trials")
+        beside.start(lambda: self._patch_kept(opts, doc, child, final, doc.get("run_length"), gpu, beside.signals),
+                     release=lambda: runner.release(gpu))
+
     def _patch_kept(self, opts: AnalyzeOptions, doc: RunDocument, child: dict, result: dict,
-                    length: dict | None) -> None:
+                    length: dict | None, gpu: str | None = None, signals=None) -> None:
         """fixes.patch for the kept stack, less the fixes whose one-off cost the run does not pay
         back (advisor.payback, where the run's length is known), and its verification. --apply's
         fixes were measured in every trial too: the patch carries them (after Ctrl-C: the fixes
@@ -243,7 +266,7 @@ class Analyze:
         stack = [s for s in result["stack"] if s["name"] not in left]
         if stack or self.stages.applied:
             self._patch_and_verify(opts, doc, child, [*self.stages.applied, *stack],
-                                   (last or {}).get("samples_per_s") or measure.samples_per_s(child))
+                                   (last or {}).get("samples_per_s") or measure.samples_per_s(child), gpu, signals)
         patch = doc.setdefault("patch", {"file": None, "notes": []})
         if (last or {}).get("estimated") and patch.get("verification"):
             patch["verification"]["stack_estimated"] = last["estimated"]
@@ -254,10 +277,11 @@ class Analyze:
             patch["end_to_end"] = e2e
 
     def _patch_and_verify(self, opts: AnalyzeOptions, doc: RunDocument, child: dict, stack: list[dict],
-                          stack_rate: float | None) -> None:
+                          stack_rate: float | None, gpu: str | None = None, signals=None) -> None:
         """fixes.patch for the kept stack (and --apply's fixes), then the patch run as plain python
         (advisor.verify) unless --no-verify, or Ctrl-C came first or stopped it (NOT_VERIFIED):
-        doc["patch"]."""
+        doc["patch"]. Beside the trials (advisor.beside: ``signals``, on ``gpu``) Ctrl-C reaches
+        it through ``signals``, and the trials' thread keeps the run's stage and run.json."""
         from advisor import verify
         from advisor.fixes import make_patch
 
@@ -273,17 +297,19 @@ class Analyze:
         doc["patch"] = {"file": "fixes.patch" if diff else None, "command": command, "notes": notes}
         if not self.stages.verify or not (diff or any(n.get("argv_changes") or n.get("env_changes") for n in notes)):
             return
-        if self.ctrl_c.pressed():
+        pressed = (lambda: bool(signals.count)) if signals is not None else self.ctrl_c.pressed
+        if pressed():
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
             return
-        self.ctrl_c.stage = "verification"
-        rundir.write_run(self.run_dir, doc)
+        if signals is None:
+            self.ctrl_c.stage = "verification"
+            rundir.write_run(self.run_dir, doc)
         self._tell_quiet()
         doc["patch"]["verification"] = verify.verify(
             self.script, self.script_args, self.run_dir, opts, diff, texts, notes, fixes, child, stack_rate,
             timeout=self.stages.trial_timeout, stdout_to_stderr=self.stages.json, progress=self.progress,
-            noise_band=(doc.get("trial_summary") or {}).get("threshold"))
-        if self.ctrl_c.pressed():  # it stopped the patched script: its run says nothing
+            noise_band=(doc.get("trial_summary") or {}).get("threshold"), gpu=gpu, signals=signals)
+        if pressed():  # it stopped the patched script: its run says nothing
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
 
 

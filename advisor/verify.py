@@ -145,10 +145,12 @@ def checks(fixes: list[dict], notes: list[PatchNote], config: dict, base: dict) 
 def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, texts: dict[str, str],
            notes: list[PatchNote], fixes: list[dict], baseline: dict, stack_samples_per_s: float | None,
            *, timeout: float, stdout_to_stderr: bool = False, progress=None,
-           noise_band: float | None = None) -> Verification:
+           noise_band: float | None = None, gpu: str | None = None, signals=None) -> Verification:
     """Apply ``diff`` to an overlay of the script's directory, run the patched script as plain
     python (timed, no fix at run time) and compare; returns ``patch.verification``.
-    ``noise_band``: the trials' threshold for one run against one (status_of)."""
+    ``noise_band``: the trials' threshold for one run against one (status_of). ``gpu``: the one
+    GPU its runs see (beside the trials' last processes on the others); ``signals``: what stops
+    them from another thread (run_child's)."""
     from advisor.runner.parent import run_child
 
     command = recommended_command(script, script_args, notes)
@@ -174,6 +176,8 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         spec["run_dir"] = str(Path(run_dir) / "verify" / f"run-{attempt + 1}")   # not a trial's
         spec["project_dirs"] = [root]
         spec["environ"] = {**spec.get("environ", {}), **environ}   # and the variables patch.command sets
+        if gpu is not None:
+            spec["environ"]["CUDA_VISIBLE_DEVICES"] = gpu
         if os.path.realpath(spec["cwd"]) == root:   # it starts in the patched tree, not the user's
             spec["workdir"] = str(tree)
         # the patched script of a ddp fix runs as torchrun runs it (the report gives the command)
@@ -181,7 +185,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         if progress:
             progress("verifying fixes.patch as plain python" + (" (again)" if attempt else ""))
         child = run_child(spec, timeout=timeout, step_timeout=opts.step_timeout, stdout_to_stderr=stdout_to_stderr,
-                          stall_timeout=opts.stall_timeout)
+                          stall_timeout=opts.stall_timeout, signals=signals)
         if not measure.step_times(child):
             out.update(status="failed", error=pipeline_reason(child), runs=len(runs) + 1)
             break
@@ -193,6 +197,8 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         rate = _rate(runs, baseline, batch_changes)
         base_rate = measure.samples_per_s(baseline)
         frac = rate / stack_samples_per_s if stack_samples_per_s else None
+        if gpu is not None:
+            out["gpu"] = gpu
         out.update(runs=len(runs), samples_per_s=rate, step_time_ms=measure.mean_step_ms(runs),
                    speedup_vs_baseline=rate / base_rate if base_rate else None, of_stack=frac,
                    stack_samples_per_s=stack_samples_per_s)

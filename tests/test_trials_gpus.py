@@ -97,6 +97,13 @@ class FakeGpus(trials.TrialRunner):
         return None
 
 
+class WithCeiling(FakeGpus):
+    """FakeGpus whose data-free ceiling runs its process as the real one does (trials.ceiling)."""
+
+    def ceiling(self, after, name=None):
+        return trials.TrialRunner.ceiling(self, after, name)
+
+
 def _ladder(tmp_path, runner: FakeGpus, devices: list[str], findings: list[dict]):
     ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
                        baseline=_timed(100.0), baseline_findings=findings, environment={},
@@ -146,10 +153,6 @@ def test_the_batch_sizes_and_the_data_free_ceiling_run_side_by_side(tmp_path):
     """After the ladder, the batch sizes measured apart and the data-free ceiling depend on the
     final stack alone: the ceiling is guessed with them and runs beside one of them, on another
     GPU."""
-    class WithCeiling(FakeGpus):
-        def ceiling(self, after, name=None):
-            return trials.TrialRunner.ceiling(self, after, name)
-
     runner = WithCeiling({**SPEEDS, "batch-size": 10.0, "cached-batch": 25.0}, hold=0.4)
     ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
                        baseline={**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}},
@@ -163,6 +166,66 @@ def test_the_batch_sizes_and_the_data_free_ceiling_run_side_by_side(tmp_path):
               if done[n]["start"] < ceiling["end"] and ceiling["start"] < done[n]["end"]]
     assert beside and all(r["gpu"] != ceiling["gpu"] for r in beside)
     assert result["ceiling"]["status"] == "bound"
+
+
+def test_once_the_stack_is_final_a_gpu_is_given_up_for_the_patch_beside_the_last_trials(tmp_path):
+    """advisor.pipeline verifies the patch beside the measurements on top of the final stack:
+    the ladder calls on_final_stack once, with its final stack, before those measurements;
+    the GPU claimed then runs none of the ladder's processes until it is released."""
+    seen = []
+
+    def on_final_stack(result, runner):
+        seen.append({"stack": [s["name"] for s in result["stack"]], "gpu": runner.claim(), "when": time.monotonic()})
+
+    runner_of = WithCeiling({**SPEEDS, "batch-size": 10.0, "cached-batch": 25.0}, hold=0.3)
+    ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
+                       baseline={**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}},
+                       baseline_findings=[*FINDINGS, {"code": "ADV000", "estimated_gain_ms": 5.0,
+                                                      "fix": {"intervention": "batch-size"}}],
+                       environment={}, progress=lambda s: None, runner=runner_of, gpus=["0", "1", "2", "3"],
+                       on_final_stack=on_final_stack)
+    result = trials.run_trials(ctx)
+    assert len(seen) == 1 and set(seen[0]["stack"]) == KEPT
+    claimed = seen[0]["gpu"]
+    assert claimed in ("0", "1", "2", "3")
+    assert not [r for r in runner_of.runs if r["start"] >= seen[0]["when"] and r["gpu"] == claimed]
+    assert {"apart-batch-size-x2", "ceiling-data-free"} <= {t["name"] for t in result["trials"]}
+    assert _kept(result) == KEPT
+    # one GPU only: no stack is handed over (the verification runs after the trials, as ever)
+    seen.clear()
+    ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path / "one", opts=specs.AnalyzeOptions(),
+                       baseline=_timed(100.0), baseline_findings=FINDINGS, environment={},
+                       progress=lambda s: None, runner=FakeGpus(SPEEDS, hold=0.0), on_final_stack=on_final_stack)
+    trials.run_trials(ctx)
+    assert seen == []
+    # a GPU is given up only while another is left to the ladder, and only one no process holds
+    two = gpus.ParallelRunner(None, ["0", "1"])
+    assert two.claim() == "0" and two.claim() is None
+    two.release("0")
+    assert two.claim() == "0"
+
+
+def test_work_beside_the_trials_gets_ctrl_c_and_raises_where_it_is_joined():
+    from advisor.beside import Beside
+
+    released, stopped = [], []
+    beside = Beside()
+
+    def work():   # a child process stopped through its signals, as run_child is
+        while not beside.signals.count:
+            time.sleep(0.01)
+        stopped.append(True)
+
+    beside.start(work, release=lambda: released.append(True))
+    t0 = time.monotonic()
+    beside.join(lambda: time.monotonic() - t0 > 0.3)
+    assert stopped and released and beside.signals.count == 1
+
+    failing = Beside()
+    failing.start(lambda: 1 / 0, release=lambda: released.append(True))
+    with pytest.raises(ZeroDivisionError):
+        failing.join(lambda: False)
+    assert len(released) == 2
 
 
 def test_a_gpu_slower_beyond_the_noise_has_its_runs_scaled_to_the_first(tmp_path):
@@ -272,3 +335,36 @@ def test_real_trial_processes_side_by_side(tmp_path):
     gpus = {g["gpu"]: g for g in result["gpus"]["gpus"]}
     assert list(gpus) == ["0", "1"]
     assert gpus["1"]["offset"] > 0 and "why" not in gpus["1"], gpus["1"]
+
+
+def test_the_patch_is_verified_beside_the_trials_on_the_gpu_they_gave_up(tmp_path):
+    """advisor.pipeline: with the final stack, fixes.patch is written and run as plain python in
+    a thread, its runs told the GPU the ladder's runner gave up; the GPU goes back once done."""
+    import shutil
+    from pathlib import Path
+
+    from advisor.beside import Beside
+    from advisor.pipeline import Analyze, StageOptions
+
+    script = tmp_path / "slow_recipe.py"
+    shutil.copy(Path(__file__).parent / "fixtures" / "scripts" / "slow_recipe.py", script)
+    opts = specs.AnalyzeOptions(warmup=2, measure_steps=6, profile_steps=1)
+    run_dir = tmp_path / "run"
+    run = Analyze(str(script), ["--steps", "400"], run_dir, specs.make_spec(str(script), ["--steps", "400"], run_dir, opts),
+                  opts, StageOptions(trials=False), progress=lambda s: None)
+    doc, child = run.run()
+    assert doc["status"] == "complete", doc.get("incomplete_reasons")
+    kept = {"name": "01-set-to-none", "fix": "set-to-none", "status": "accepted",
+            "samples_per_s": child["batch_size"] * 1000.0 / (sum(child["step_times_ms"]) / len(child["step_times_ms"]))}
+    result = {"stack": [{"name": "set-to-none", "params": {}}], "trials": [kept], "noise": 0.05, "threshold": 0.1}
+    runner, beside = gpus.ParallelRunner(None, ["0", "1"]), Beside()
+    run._verify_beside(beside, opts, doc, child, result, runner)
+    assert beside.started and runner.held_out == {"0"}
+    beside.join(lambda: False)
+    assert runner.held_out == set()
+    verification = doc["patch"]["verification"]
+    assert verification["gpu"] == "0" and verification["runs"] >= 1, verification
+    assert verification["checks"][0]["took_effect"] is True
+    spec = json.loads((run_dir / "verify" / "run-1" / "spec.json").read_text())
+    assert spec["environ"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert (run_dir / "fixes.patch").exists() and script.read_text().count("set_to_none=False") == 1

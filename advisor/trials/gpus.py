@@ -167,6 +167,7 @@ class ParallelRunner:
         self.guessed: set[tuple] = set()
         self.t0 = time.monotonic()
         self.guess_log: list[dict] = []   # each guess started: where, when, and when given up
+        self.held_out: set[str] = set()   # claimed for a run beside the ladder's (claim)
 
     # the TrialRunner interface: findings and the ceiling are the inner runner's
     def findings(self, *a, **k):
@@ -219,6 +220,19 @@ class ParallelRunner:
         self._settle_offsets(ctx.baseline, child if child.get("status") == "complete" else None)
         return self._adjust(child, self.gpus[0]), analysis, model
 
+    def claim(self) -> str | None:
+        """A GPU for a run of advisor's own beside the ladder's processes (the patch's
+        verification, advisor.pipeline): the first no process holds, kept from the ladder until
+        release(); None when every GPU is busy, or one would be left for the ladder."""
+        free = [g for g in self.gpus if g not in self._busy() and g not in self.held_out]
+        if not free or len(self.gpus) - len(self.held_out) < 2:
+            return None
+        self.held_out.add(free[0])
+        return free[0]
+
+    def release(self, gpu: str) -> None:
+        self.held_out.discard(gpu)
+
     def close(self) -> None:
         """Stop whatever still runs on a guess (the ladder is done, or Ctrl-C)."""
         for job in [*self.jobs.values(), *self.calibration.values()]:
@@ -266,14 +280,15 @@ class ParallelRunner:
     def _free_gpu(self, preempt: bool) -> str | None:
         """A GPU no running process holds; for the process the ladder waits on, a guess's GPU
         when none is free (that guess is stopped)."""
-        free = [g for g in self.gpus if g not in self._busy()]
+        ours = [g for g in self.gpus if g not in self.held_out]
+        free = [g for g in ours if g not in self._busy()]
         if free:
             return free[0]
         if not preempt:
             return None
         victim = next((j for j in reversed(list(self.jobs.values())) if j.guess and j.result is None), None)
         if victim is None:
-            return self.gpus[0]
+            return ours[0]
         self._stop(victim)
         return victim.gpu
 

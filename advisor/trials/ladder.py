@@ -136,6 +136,8 @@ class _Ladder:
             # no figure where nothing was timed twice (a failed repeat and no re-timing since)
             measured_noise = self.noise if measure.pooled_noise(self.groups) is not None else None
             self.result["noise"], self.result["threshold"] = measured_noise, measure.acceptance_threshold(self.noise)
+            if not self.stopping() and self.ctx.on_final_stack is not None and isinstance(self.ctx.runner, ParallelRunner):
+                self.ctx.on_final_stack(self.result, self.ctx.runner)
             if not self.stopping():
                 after = dataclasses.replace(self.after(), then=stopping.ceiling_guess(self))
                 measured = apart.measure_all(after, self.result["apart"], self.overridden())
