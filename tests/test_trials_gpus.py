@@ -175,7 +175,10 @@ def test_once_the_stack_is_final_a_gpu_is_given_up_for_the_patch_beside_the_last
     seen = []
 
     def on_final_stack(result, runner):
-        seen.append({"stack": [s["name"] for s in result["stack"]], "gpu": runner.claim(), "when": time.monotonic()})
+        # no rung is to come: only the measurements on top of the stack still run on a guess
+        guessing = [j.name for j in runner.jobs.values() if j.guess and j.result is None]
+        seen.append({"stack": [s["name"] for s in result["stack"]], "gpu": runner.claim(), "when": time.monotonic(),
+                     "guessing": guessing})
 
     runner_of = WithCeiling({**SPEEDS, "batch-size": 10.0, "cached-batch": 25.0}, hold=0.3)
     ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
@@ -186,6 +189,7 @@ def test_once_the_stack_is_final_a_gpu_is_given_up_for_the_patch_beside_the_last
                        on_final_stack=on_final_stack)
     result = trials.run_trials(ctx)
     assert len(seen) == 1 and set(seen[0]["stack"]) == KEPT
+    assert all(n.startswith(("apart-", "ceiling-")) for n in seen[0]["guessing"]), seen[0]["guessing"]
     claimed = seen[0]["gpu"]
     assert claimed in ("0", "1", "2", "3")
     assert not [r for r in runner_of.runs if r["start"] >= seen[0]["when"] and r["gpu"] == claimed]

@@ -212,6 +212,18 @@ def test_precompute_is_the_fallback_of_a_preload_that_crashed_not_of_a_slow_one(
     assert (names[2:] == ["02-precompute-samples"]) is fallback and len(names) == 2 + fallback
 
 
+def test_a_fallback_for_a_refusal_or_a_crash_is_guessed_while_its_fix_runs(tmp_path):
+    """preload-dataset falls back on precompute-samples when refused or crashed (not when
+    rejected): that process is one of the guesses made while preload runs, and is taken."""
+    base = {**_timed(100.0), "startup": {"cuda_init": 1.0, "first_step": 2.0},
+            "config": {"dataloader": {"value": {"batch_size": 8}}}}
+    speeds = {(): [101.0], ("preload-dataset",): {"status": "failed", "incomplete_reasons": ["CUDA out of memory"]},
+              ("precompute-samples",): [70.0]}
+    _, calls, _ = ladder(tmp_path, speeds, [_finding("preload-dataset", 10.0)], {"gpu_count": 1}, base, lookahead=3)
+    assert [c[0] for c in calls][:3] == ["00-baseline-repeat", "01-preload-dataset", "02-precompute-samples"]
+    assert ("02-precompute-samples", ("precompute-samples",), True) in calls[1][3]
+
+
 def test_a_sample_that_differs_between_reads_skips_precompute_without_a_process(tmp_path):
     """preload-dataset refused at run time because a sample read twice differs: that is the
     dataset's, not the fix's. Its fallback, precompute-samples, refuses on the same check: it

@@ -220,6 +220,11 @@ class ParallelRunner:
         self._settle_offsets(ctx.baseline, child if child.get("status") == "complete" else None)
         return self._adjust(child, self.gpus[0]), analysis, model
 
+    def keep_guesses(self, names: set[str]) -> None:
+        """Stop the guesses running for processes not among ``names`` (the ladder's rungs, once
+        it is done: only what is measured on top of its stack is still to come)."""
+        self._drop(keep={k for k, j in self.jobs.items() if j.name in names or not j.guess})
+
     def claim(self) -> str | None:
         """A GPU for a run of advisor's own beside the ladder's processes (the patch's
         verification, advisor.pipeline): the first no process holds, kept from the ladder until

@@ -69,6 +69,10 @@ def likely_next(ladder: LadderView, cand: Candidate | None, name: str = "") -> l
                     likely.append((trial_name(nxt, r), [*stack, r], True))
         if p.rung is not None:
             first.append((trial_name(nxt, p.rung), [*stack, p.rung], True))
+        if not kept and cand is not None and cand.fallback and "rejected" not in cand.fallback_when:
+            # refused or crashed, its fallback comes next (a preload refused: precompute)
+            first.append((trial_name(nxt, cand.fallback), [*stack, cand.fallback], True))
+        if p.rung is not None:
             if not kept:  # next rejected too: the rung after it, when its process is long to start
                 soon += [(trial_name(nxt + 1, c), [*stack, c], True)
                          for c in alternatives(p, kept_names, args) if rungs.slow_start(c)]

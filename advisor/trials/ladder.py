@@ -20,6 +20,7 @@ from advisor.contracts import TrialRecord
 from advisor.runtime import SAMPLES_VARY
 from advisor.trials import apart, guesses, reference, rungs, scaling, stopping
 from advisor.trials.candidates import Candidate, candidates_from_findings
+from advisor.trials.ceiling import NAME as CEILING
 from advisor.trials.gpus import ParallelRunner
 from advisor.trials.lookahead import Lookahead, default_count
 from advisor.trials.process import Pending, TrialContext
@@ -137,6 +138,8 @@ class _Ladder:
             measured_noise = self.noise if measure.pooled_noise(self.groups) is not None else None
             self.result["noise"], self.result["threshold"] = measured_noise, measure.acceptance_threshold(self.noise)
             if not self.stopping() and self.ctx.on_final_stack is not None and isinstance(self.ctx.runner, ParallelRunner):
+                # no rung comes now: the guesses on one give their GPUs back
+                self.ctx.runner.keep_guesses({apart.name(c) for c in self.result["apart"]} | {CEILING})
                 self.ctx.on_final_stack(self.result, self.ctx.runner)
             if not self.stopping():
                 after = dataclasses.replace(self.after(), then=stopping.ceiling_guess(self))
