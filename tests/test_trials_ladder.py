@@ -1296,6 +1296,22 @@ def test_the_data_free_ceiling_runs_before_a_second_data_fix_and_bounds_it(tmp_p
     assert any("timing the data-free ceiling first" in line for line in lines)
 
 
+def test_the_early_ceiling_is_guessed_while_the_first_data_fix_runs(tmp_path):
+    """A data fix whose kept branch leads to another data fix (preloading, which the rules ask
+    for once workers are in): the ceiling timed before it is one of the guesses made while the
+    first runs, and the ladder takes that run."""
+    w8 = "dataloader-workers(num_workers=8,pin_memory=False)"
+    speeds = {(): [100.0], (w8,): [50.0], ("cached-batch",): [49.9]}
+    workers = {"code": "ADV103", "estimated_gain_ms": 60.0,
+               "fix": {"intervention": "dataloader-workers", "params": {"num_workers": 8, "pin_memory": False}}}
+    base = {**_timed(100.0), "startup": {"cuda_init": 1.0, "first_step": 2.0},
+            "config": {"dataloader": {"value": {"batch_size": 8, "num_workers": 0}}}}
+    _, calls, _ = ladder(tmp_path, speeds, [workers], baseline=base, with_ceiling=True,
+                         rules=[_finding("preload-dataset", 30.0)], lookahead=3)
+    assert [c[0] for c in calls] == ["00-baseline-repeat", "01-dataloader-workers-8", "ceiling-data-free-01"]
+    assert ("ceiling-data-free-01", ("cached-batch",), False) in calls[1][3]
+
+
 def test_a_ceiling_well_under_the_stack_lets_the_data_fix_run_and_a_changed_compute_stack_gets_its_own(tmp_path):
     """At 20 ms the ceiling leaves 30 ms for data fixes: preloading runs (and is kept); AMP then
     changes the compute fixes, so the ceiling after the ladder is a process of its own and the

@@ -15,7 +15,7 @@ fix the rules asked for once and may ask for again.
 from __future__ import annotations
 
 from advisor import fixes
-from advisor.trials import apart, rungs, stopping
+from advisor.trials import apart, early, rungs, stopping
 from advisor.trials.candidates import Candidate, expand
 from advisor.trials.state import LadderView
 
@@ -67,6 +67,9 @@ def likely_next(ladder: LadderView, cand: Candidate | None, name: str = "") -> l
                 r = rungs.pick([c, *queue], ladder.tried, kept_names, **args).rung  # its fallback if it cannot apply
                 if r is not None and c.name in {x.name for x in r.parts}:
                     likely.append((trial_name(nxt, r), [*stack, r], True))
+        if kept:   # a data fix kept before another: the data-free ceiling comes first (stopping.ceiling_first)
+            data = [c for c in (p.rung, *(g[1][-1] for g in likely)) if c is not None and early.feeds_data(c)]
+            first += stopping.early_ceiling_guess(ladder, stack, data[0] if data else None)
         if p.rung is not None:
             first.append((trial_name(nxt, p.rung), [*stack, p.rung], True))
         if not kept and cand is not None and cand.fallback and "rejected" not in cand.fallback_when:

@@ -77,6 +77,21 @@ def ceiling_guess(lad, stack: list | None = None) -> tuple:
     return ((CEILING, ceiling_stack(stack), False),)
 
 
+def early_ceiling_guess(lad, stack: list, nxt) -> tuple:
+    """The ceiling ceiling_first would run next on ``stack`` before ``nxt``, a data fix likely
+    next, as a guess for the process before it; () when it would not run one."""
+    from advisor.trials.ceiling import ceiling_stack, will_run
+
+    key = early.compute_key(stack)
+    if nxt is None or not any(early.feeds_data(c) for c in stack):
+        return ()
+    if lad.early_ceiling is not None and lad.early_ceiling[0] == key:
+        return ()
+    if not will_run(lad.ctx.only, lad.base.get("config") or {}, lad.ctx.environment):
+        return ()
+    return ((f"{CEILING}-{lad.n:02d}", ceiling_stack(stack), False),)
+
+
 def final_ceiling(lad) -> None:
     """The data-free ceiling of the kept stack: the one run early when its compute fixes
     are the stack's, else a process of its own."""
