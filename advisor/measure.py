@@ -136,6 +136,13 @@ def left_out_text(child: dict) -> str | None:
     return f"one-off costs out of the timed window: {'; '.join(parts)} ({(child.get('left_out_ms') or 0.0) / 1e3:.2f} s)"
 
 
+def data_wait_share(child: dict) -> float | None:
+    """The share of the timed window the step waited for its batch; None where not measured."""
+    waits = [w for w in child.get("data_wait_ms") or [] if w is not None]
+    window = child.get("measure_window_ms") or sum(step_times(child))
+    return sum(waits) / window if waits and window else None
+
+
 def samples_per_s(child: dict, ms: float | None = None) -> float | None:
     """Samples a second: the step's batches (micro_batches) over its time, the window's unless
     ``ms`` is given (a trial's mean over its runs); a run of several ranks counts every rank's

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from advisor import specs, trials
+from advisor import measure, specs, trials
 from advisor.trials import gpus
 from advisor.trials.process import Slot, TrialContext, _spec
 
@@ -311,11 +311,13 @@ def test_real_trial_processes_side_by_side(tmp_path):
 
     from advisor.runner.parent import run_child
 
-    script = str(Path(__file__).parent / "fixtures" / "scripts" / "tiny_train.py")
+    # a step the model sets, not the loader: the other GPU is calibrated beside the repeat
+    script = str(Path(__file__).parent / "fixtures" / "scripts" / "slow_recipe.py")
     opts = specs.AnalyzeOptions(warmup=2, measure_steps=6, profile_steps=1)
     base = run_child(specs.make_spec(script, ["--steps", "400"], tmp_path / "baseline", opts),
                      timeout=300, step_timeout=120)
     assert base["status"] == "complete", base.get("incomplete_reasons")
+    assert (measure.data_wait_share(base) or 0.0) < gpus.LOADER_SET
     findings = [{"code": "ADV000", "estimated_gain_ms": g, "fix": {"intervention": f}}
                 for f, g in (("fused-optimizer", 1.0), ("cudnn-benchmark", 0.5))]
     ctx = TrialContext(script=script, script_args=["--steps", "400"], run_dir=tmp_path, opts=opts, baseline=base,
@@ -336,9 +338,9 @@ def test_real_trial_processes_side_by_side(tmp_path):
     # GPU 1 ran a process of its own beside the repeat on GPU 0: the baseline, whose step time
     # gave its offset (whether the ladder then took a guess from GPU 1 depends on what the rules
     # find on this host's traces: the fake-GPU tests above pin that down)
-    gpus = {g["gpu"]: g for g in result["gpus"]["gpus"]}
-    assert list(gpus) == ["0", "1"]
-    assert gpus["1"]["offset"] > 0 and "why" not in gpus["1"], gpus["1"]
+    offsets = {g["gpu"]: g for g in result["gpus"]["gpus"]}
+    assert list(offsets) == ["0", "1"]
+    assert offsets["1"]["offset"] > 0 and "why" not in offsets["1"], offsets["1"]
 
 
 def test_the_patch_is_verified_beside_the_trials_on_the_gpu_they_gave_up(tmp_path):
@@ -372,3 +374,20 @@ def test_the_patch_is_verified_beside_the_trials_on_the_gpu_they_gave_up(tmp_pat
     spec = json.loads((run_dir / "verify" / "run-1" / "spec.json").read_text())
     assert spec["environ"]["CUDA_VISIBLE_DEVICES"] == "0"
     assert (run_dir / "fixes.patch").exists() and script.read_text().count("set_to_none=False") == 1
+
+
+def test_no_gpu_is_calibrated_beside_the_repeat_when_the_loader_sets_the_step(tmp_path):
+    """A baseline that waits for its batch a third of the time: the GPUs' offsets would not show
+    in its step, and copies of its loader beside the repeat would load the host its noise is
+    measured on; no baseline runs on the other GPUs, and the summary says why."""
+    runner = FakeGpus(SPEEDS)
+    base = {**_timed(100.0), "data_wait_ms": [35.0] * 10}
+    ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
+                       baseline=base, baseline_findings=FINDINGS, environment={}, progress=lambda s: None,
+                       runner=runner, gpus=["0", "1", "2"])
+    result = trials.run_trials(ctx)
+    assert not any(r["name"].startswith("00-baseline-gpu") for r in runner.runs)
+    others = [g for g in result["gpus"]["gpus"] if g["gpu"] != "0"]
+    assert others and all("the loader sets the step (35%" in g["why"] and not g["applied"] for g in others)
+    assert _kept(result) == KEPT   # the trials still ran side by side
+    assert {r["gpu"] for r in runner.runs if r["gpu"]} > {"0"}

@@ -34,6 +34,10 @@ from advisor.runner.follow import Signals
 from advisor.trials.process import Slot
 
 IDLE_MIB = 1024          # a GPU with less memory in use than this runs nothing else
+# A step that waits for its batch this much of the time is set by the loader, not the GPU: a
+# GPU's offset would not show in it, and three more copies of the loader beside the repeat
+# load the host the repeat's noise is measured on.
+LOADER_SET = 0.25
 REFERENCE = "00-baseline-gpu"   # the baseline once on each other GPU: its offset from the first
 
 
@@ -168,6 +172,7 @@ class ParallelRunner:
         self.t0 = time.monotonic()
         self.guess_log: list[dict] = []   # each guess started: where, when, and when given up
         self.held_out: set[str] = set()   # claimed for a run beside the ladder's (claim)
+        self.first_done = False
 
     # the TrialRunner interface: findings and the ceiling are the inner runner's
     def findings(self, *a, **k):
@@ -183,7 +188,7 @@ class ParallelRunner:
         if _several_processes(stack):   # ddp: every GPU, nothing beside it
             self._drop(keep=set())
             return self.inner.process(dataclasses.replace(ctx, slot=None, ahead=_NoAhead()), name, stack, profile, None)
-        if not self.offsets and not self.calibration:
+        if not self.first_done:
             return self._first(ctx, name, stack, profile)
         for other in [j for j in self.jobs.values() if j.name == name and j.key != key]:
             self._stop(other)   # a guess of this name on another stack: the wrong branch
@@ -206,10 +211,18 @@ class ParallelRunner:
 
     def _first(self, ctx, name: str, stack: list, profile: bool):
         """The ladder's first process (the repeat) on the first GPU, the baseline once on each
-        other GPU beside it. It runs as the baseline did, every GPU visible (cuda:0 is the first),
+        other GPU beside it (unless the loader sets the step: LOADER_SET). It runs as the baseline did, every GPU visible (cuda:0 is the first),
         so the process started with the baseline and held at its first CUDA use is released
         for it (trials.lookahead): its start-up is behind it already."""
-        self._calibrate(ctx)
+        self.first_done = True
+        share = measure.data_wait_share(ctx.baseline)
+        if share is not None and share >= LOADER_SET:
+            for gpu in self.gpus[1:]:
+                self.offsets[gpu] = {"offset": 1.0, "applied": False,
+                                     "why": f"not measured: the loader sets the step ({share:.0%} of it waiting for "
+                                            "data), and copies of it beside the repeat would load the host"}
+        else:
+            self._calibrate(ctx)
         began = time.monotonic()
         child, analysis, model = self.inner.process(dataclasses.replace(ctx, slot=None), name, stack, profile, None)
         self.log.append({"process": name, "gpu": self.gpus[0], "started_on_a_guess": bool(child.get("started_held")),
