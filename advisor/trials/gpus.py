@@ -211,9 +211,10 @@ class ParallelRunner:
 
     def _first(self, ctx, name: str, stack: list, profile: bool):
         """The ladder's first process (the repeat) on the first GPU, the baseline once on each
-        other GPU beside it (unless the loader sets the step: LOADER_SET). It runs as the baseline did, every GPU visible (cuda:0 is the first),
-        so the process started with the baseline and held at its first CUDA use is released
-        for it (trials.lookahead): its start-up is behind it already."""
+        other GPU beside it (unless the loader sets the step: LOADER_SET). The repeat runs as
+        the baseline did, every GPU visible (cuda:0 is the first), so the process started with
+        the baseline and held at its first CUDA use is released for it (trials.lookahead): its
+        start-up is behind it already."""
         self.first_done = True
         share = measure.data_wait_share(ctx.baseline)
         if share is not None and share >= LOADER_SET:
