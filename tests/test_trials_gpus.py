@@ -391,3 +391,36 @@ def test_no_gpu_is_calibrated_beside_the_repeat_when_the_loader_sets_the_step(tm
     assert others and all("the loader sets the step (35%" in g["why"] and not g["applied"] for g in others)
     assert _kept(result) == KEPT   # the trials still ran side by side
     assert {r["gpu"] for r in runner.runs if r["gpu"]} > {"0"}
+
+
+def test_the_same_rung_on_both_branches_runs_twice_and_the_one_taken_gets_its_name(tmp_path):
+    """While tf32 runs, channels_last comes next whatever its verdict: on the stack with tf32 and
+    on the one without. Both start, the second under an alias (one process a directory); tf32
+    is rejected, the ladder takes the alias's run, and its directory and what its run says of
+    it move to the trial's name: no alias is left behind."""
+    class Traced(FakeGpus):
+        def process(self, ctx, name, stack, profile=True, guesses=None):
+            child, analysis, model = super().process(ctx, name, stack, profile, guesses)
+            if child.get("status") == "complete":
+                (ctx.run_dir / "tb" / name).mkdir(parents=True, exist_ok=True)
+                (ctx.run_dir / "tb" / name / "w.pt.trace.json.gz").write_text("{}")
+                child = {**child, "run_name": name, "trace_files": [f"tb/{name}/w.pt.trace.json.gz"]}
+            return child, analysis, model
+
+    runner = Traced({"tf32": -1.0, "channels-last": -0.5, "cudnn-benchmark": 20.0}, hold=0.3)
+    findings = [{"code": "ADV000", "estimated_gain_ms": g, "fix": {"intervention": f}}
+                for f, g in (("tf32", 5.0), ("channels-last", 3.0), ("cudnn-benchmark", 25.0))]
+    ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
+                       baseline=_timed(100.0), baseline_findings=findings, environment={"gpu_count": 1},
+                       progress=lambda s: None, runner=runner, gpus=["0", "1", "2", "3"])
+    result = trials.run_trials(ctx)
+    taken = {p["process"]: p for p in result["gpus"]["processes"]}
+    assert list(taken)[:3] == ["00-baseline-repeat", "01-tf32", "02-channels-last"]
+    assert taken["02-channels-last"]["started_on_a_guess"]
+    assert taken["02-channels-last"]["from_s"] < taken["01-tf32"]["to_s"]   # started while tf32 ran
+    assert any(g["process"] == "02-channels-last~1" for g in result["gpus"]["guesses"])
+    rec = next(t for t in result["trials"] if t["name"] == "02-channels-last")
+    assert rec["status"] == "rejected" and rec["traces"] == ["tb/02-channels-last/w.pt.trace.json.gz"]
+    assert (tmp_path / "tb" / "02-channels-last" / "w.pt.trace.json.gz").exists()
+    left = {p.name for d in ("trials", "tb") for p in (tmp_path / d).iterdir() if not p.name.startswith(".")}
+    assert not any("~" in n for n in left), left

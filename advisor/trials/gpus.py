@@ -139,22 +139,38 @@ class _Job:
     run_dir: Path | None = None  # the analyze's: its process's directory is trials/<name>
     began: float = 0.0          # monotonic, when its process started and ended
     ended: float = 0.0
+    alias: str | None = None    # the name its process runs under while another of its name runs
 
     @property
     def name(self) -> str:
         return self.key[0]
+
+    @property
+    def where(self) -> str:
+        """The name its process writes under: trials/<where>, tb/<where>."""
+        return self.alias or self.name
 
     def discard(self) -> None:
         """A run the ladder will not take: its directory and traces go (the next process of its
         name writes there)."""
         if self.run_dir is None:
             return
-        shutil.rmtree(self.run_dir / "trials" / self.name, ignore_errors=True)
-        for trace in ((self.result or ({},))[0] or {}).get("trace_files") or []:
-            try:
-                os.remove(trace)
-            except OSError:
-                pass
+        shutil.rmtree(self.run_dir / "trials" / self.where, ignore_errors=True)
+        shutil.rmtree(self.run_dir / "tb" / self.where, ignore_errors=True)   # its traces, whole or cut short
+
+    def take_name(self) -> None:
+        """A guess run under an alias, taken: its directory and traces move to its own name
+        (the other process of that name was stopped first), and what its run says of them."""
+        if not self.alias or self.run_dir is None or self.result is None:
+            return
+        for sub in ("trials", "tb"):
+            src, dst = self.run_dir / sub / self.alias, self.run_dir / sub / self.name
+            if src.exists():
+                shutil.rmtree(dst, ignore_errors=True)
+                os.rename(src, dst)
+        child, analysis, model = self.result
+        self.result = (_renamed(child, self.alias, self.name), _renamed(analysis, self.alias, self.name), model)
+        self.alias = None
 
 
 class ParallelRunner:
@@ -203,6 +219,7 @@ class ParallelRunner:
                     j.cancel.count += 1
         with self.lock:
             self.jobs.pop(key, None)
+        job.take_name()
         child, analysis, model = job.result
         # when it ran, in seconds from the trials' start: what ran beside what
         self.log.append({"process": name, "gpu": job.gpu, "started_on_a_guess": key in self.guessed,
@@ -263,16 +280,17 @@ class ParallelRunner:
                 "processes": self.log, "guesses": self.guess_log}
 
     # ------------------------------------------------------------------ scheduling
-    def _start(self, ctx, key: tuple, name: str, stack: list, profile: bool, guess: bool) -> _Job | None:
+    def _start(self, ctx, key: tuple, name: str, stack: list, profile: bool, guess: bool,
+               alias: str | None = None) -> _Job | None:
         gpu = self._free_gpu(preempt=not guess)
         if gpu is None:
             return None
-        job = _Job(key, gpu, guess, run_dir=Path(ctx.run_dir))
+        job = _Job(key, gpu, guess, run_dir=Path(ctx.run_dir), alias=alias)
         with self.lock:
             self.jobs[key] = job
         if guess:
             self.guessed.add(key)
-            self.guess_log.append({"process": name, "gpu": gpu, "from_s": round(time.monotonic() - self.t0, 1)})
+            self.guess_log.append({"process": job.where, "gpu": gpu, "from_s": round(time.monotonic() - self.t0, 1)})
         self._launch(ctx, job, stack, profile)
         return job
 
@@ -283,7 +301,7 @@ class ParallelRunner:
             sub = dataclasses.replace(ctx, slot=Slot(job.gpu, job.cancel), ahead=_NoAhead())
             job.began = time.monotonic()
             try:
-                job.result = self.inner.process(sub, job.name, stack, profile, None)
+                job.result = self.inner.process(sub, job.where, stack, profile, None)
             except BaseException as e:  # noqa: BLE001 - a process that raised is a failed run
                 job.result = ({"status": "incomplete", "incomplete_reasons": [f"{type(e).__name__}: {e}"]}, None, None)
             job.ended = time.monotonic()
@@ -319,9 +337,11 @@ class ParallelRunner:
         for key, n, s, p in wanted:
             if key in self.jobs:
                 continue
-            if any(j.name == n for j in self.jobs.values()):   # one process a name: its directory
-                continue
-            if self._start(ctx, key, n, s, p, guess=True) is None:
+            # one process a directory: a second of this name (the same rung on the other
+            # branch's stack) runs under an alias, and moves to its name if taken
+            taken = {j.where for j in self.jobs.values()}
+            alias = next(f"{n}~{i}" for i in range(1, 99) if f"{n}~{i}" not in taken) if n in taken else None
+            if self._start(ctx, key, n, s, p, guess=True, alias=alias) is None:
                 break
 
     def _drop(self, keep: set) -> None:
@@ -335,7 +355,7 @@ class ParallelRunner:
             job.thread.join()
         if job.guess:   # a guess the ladder did not take: when it was given up
             for entry in self.guess_log:
-                if entry["process"] == job.name and entry["gpu"] == job.gpu and "stopped_s" not in entry:
+                if entry["process"] == job.where and entry["gpu"] == job.gpu and "stopped_s" not in entry:
                     entry["stopped_s"] = round(time.monotonic() - self.t0, 1)
         with self.lock:
             self.jobs.pop(job.key, None)
@@ -382,6 +402,20 @@ class ParallelRunner:
             if child.get("measure_window_ms"):
                 child["measure_window_ms"] /= f
         return child
+
+
+def _renamed(value, alias: str, name: str):
+    """``value`` with the alias's directories (trials/<alias>, tb/<alias>) and the alias itself
+    read as the name's, in every string it holds."""
+    if isinstance(value, str):
+        if value == alias:
+            return name
+        return value.replace(f"trials/{alias}", f"trials/{name}").replace(f"tb/{alias}", f"tb/{name}")
+    if isinstance(value, dict):
+        return {k: _renamed(v, alias, name) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed(v, alias, name) for v in value]
+    return value
 
 
 def _key(name: str, stack: list, profile: bool) -> tuple:
