@@ -338,11 +338,14 @@ def _record_sources(doc: RunDocument, notes: list) -> None:
 
 def interrupted_reason(doc: RunDocument, during: str) -> str:
     """What a Ctrl-C during the trials or the patch's verification left, in words."""
-    patched = bool((doc.get("patch") or {}).get("file"))
+    patch = doc.get("patch") or {}
     if during == "verification":
         return "interrupted (Ctrl-C) while fixes.patch was verified: the patch is kept, not verified"
+    # verified beside the trials' last processes before the press (advisor.beside): it says so itself
+    verified = (patch.get("verification") or {}).get("status") not in (None, "skipped")
     return ("trials interrupted (Ctrl-C): the trials that had finished are kept"
-            + ("; fixes.patch holds the fixes kept before it, not verified" if patched else ""))
+            + (f"; fixes.patch holds the fixes kept before it{'' if verified else ', not verified'}"
+               if patch.get("file") else ""))
 
 
 def interrupted(doc: RunDocument, during: str, reason: str | None) -> None:

@@ -391,6 +391,10 @@ def test_no_gpu_is_calibrated_beside_the_repeat_when_the_loader_sets_the_step(tm
     assert others and all("the loader sets the step (35%" in g["why"] and not g["applied"] for g in others)
     assert _kept(result) == KEPT   # the trials still ran side by side
     assert {r["gpu"] for r in runner.runs if r["gpu"]} > {"0"}
+    # the other GPUs are free during the repeat: the first trial is guessed there, and taken
+    repeat = next(p for p in result["gpus"]["processes"] if p["process"] == "00-baseline-repeat")
+    assert any(g["from_s"] < repeat["to_s"] for g in result["gpus"]["guesses"])
+    assert result["gpus"]["processes"][1]["started_on_a_guess"]
 
 
 def test_the_same_rung_on_both_branches_runs_twice_and_the_one_taken_gets_its_name(tmp_path):

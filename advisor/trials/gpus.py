@@ -205,7 +205,7 @@ class ParallelRunner:
             self._drop(keep=set())
             return self.inner.process(dataclasses.replace(ctx, slot=None, ahead=_NoAhead()), name, stack, profile, None)
         if not self.first_done:
-            return self._first(ctx, name, stack, profile)
+            return self._first(ctx, key, name, stack, profile, guesses)
         for other in [j for j in self.jobs.values() if j.name == name and j.key != key]:
             self._stop(other)   # a guess of this name on another stack: the wrong branch
         job = self.jobs.get(key) or self._start(ctx, key, name, stack, profile, guess=False)
@@ -226,7 +226,7 @@ class ParallelRunner:
                          "from_s": round(job.began - self.t0, 1), "to_s": round(job.ended - self.t0, 1)})
         return self._adjust(child, job.gpu), analysis, model
 
-    def _first(self, ctx, name: str, stack: list, profile: bool):
+    def _first(self, ctx, key: tuple, name: str, stack: list, profile: bool, guesses):
         """The ladder's first process (the repeat) on the first GPU, the baseline once on each
         other GPU beside it (unless the loader sets the step: LOADER_SET). The repeat runs as
         the baseline did, every GPU visible (cuda:0 is the first), so the process started with
@@ -241,6 +241,8 @@ class ParallelRunner:
                                             "data), and copies of it beside the repeat would load the host"}
         else:
             self._calibrate(ctx)
+        if guesses:   # on the GPUs no calibration holds
+            self._guess(ctx, key, guesses)
         began = time.monotonic()
         child, analysis, model = self.inner.process(dataclasses.replace(ctx, slot=None), name, stack, profile, None)
         self.log.append({"process": name, "gpu": self.gpus[0], "started_on_a_guess": bool(child.get("started_held")),
