@@ -208,9 +208,9 @@ class Analyze:
             baseline_findings=doc["findings"], environment=doc["environment"], budget_s=st.budget_s,
             max_trials=st.max_trials, trial_timeout=st.trial_timeout, only=st.only, applied=st.applied,
             stdout_to_stderr=st.json, warm=warm, held=held, lookahead=st.lookahead, progress=self.progress,
-            split_profile=split_profile, interrupted=self.ctrl_c.pressed, allow=st.allow, gpus=where["gpus"],
-            on_final_stack=lambda result, runner: self._verify_beside(beside, opts, doc, child, result, runner))
-        result = trials.run_trials(ctx)
+            split_profile=split_profile, interrupted=self.ctrl_c.pressed, allow=st.allow, gpus=where["gpus"])
+        result = trials.run_trials(
+            ctx, on_final_stack=lambda result, runner: self._verify_beside(beside, opts, doc, child, result, runner))
         ended = time.monotonic()
         beside.join(self.ctrl_c.pressed)   # the patch's verification, when it ran beside the last trials
         doc["trials"] = result["trials"]

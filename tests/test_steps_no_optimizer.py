@@ -94,8 +94,13 @@ def test_a_hand_updated_loop_runs_its_trials(tmp_path, source):
     assert doc["step_source"] == "parameter-update"
     ran = [t for t in doc["trials"] if t["status"] not in ("skipped", "not run")]
     assert ran and all(t["status"] != "failed" for t in ran), [(t["name"], t["status"]) for t in ran]
-    children = list((tmp_path / "run" / "trials").glob("*/child.json"))
-    assert children and all(json.loads(c.read_text())["step_source"] == "parameter-update" for c in children)
+    children = {c.parent.name: json.loads(c.read_text()) for c in (tmp_path / "run" / "trials").glob("*/child.json")}
+    # a trial whose fix refused to apply stopped before its first step (it found none): skipped
+    refused = {name for name, c in children.items() if c.get("refused")}
+    assert all(children[n]["steps_seen"] == 0 for n in refused)
+    assert all(t["status"] == "skipped" for t in doc["trials"] if t["name"] in refused)
+    stepped = [c for name, c in children.items() if name not in refused]
+    assert stepped and all(c["step_source"] == "parameter-update" for c in stepped)
 
 
 def _run(capfd, tmp_path, source: str, **kw):

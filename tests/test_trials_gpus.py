@@ -185,9 +185,8 @@ def test_once_the_stack_is_final_a_gpu_is_given_up_for_the_patch_beside_the_last
                        baseline={**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}},
                        baseline_findings=[*FINDINGS, {"code": "ADV000", "estimated_gain_ms": 5.0,
                                                       "fix": {"intervention": "batch-size"}}],
-                       environment={}, progress=lambda s: None, runner=runner_of, gpus=["0", "1", "2", "3"],
-                       on_final_stack=on_final_stack)
-    result = trials.run_trials(ctx)
+                       environment={}, progress=lambda s: None, runner=runner_of, gpus=["0", "1", "2", "3"])
+    result = trials.run_trials(ctx, on_final_stack)
     assert len(seen) == 1 and set(seen[0]["stack"]) == KEPT
     assert all(n.startswith(("apart-", "ceiling-")) for n in seen[0]["guessing"]), seen[0]["guessing"]
     claimed = seen[0]["gpu"]
@@ -199,8 +198,8 @@ def test_once_the_stack_is_final_a_gpu_is_given_up_for_the_patch_beside_the_last
     seen.clear()
     ctx = TrialContext(script="train.py", script_args=[], run_dir=tmp_path / "one", opts=specs.AnalyzeOptions(),
                        baseline=_timed(100.0), baseline_findings=FINDINGS, environment={},
-                       progress=lambda s: None, runner=FakeGpus(SPEEDS, hold=0.0), on_final_stack=on_final_stack)
-    trials.run_trials(ctx)
+                       progress=lambda s: None, runner=FakeGpus(SPEEDS, hold=0.0))
+    trials.run_trials(ctx, on_final_stack)
     assert seen == []
     # a GPU is given up only while another is left to the ladder, and only one no process holds
     two = gpus.ParallelRunner(None, ["0", "1"])

@@ -189,6 +189,7 @@ class ParallelRunner:
         self.guess_log: list[dict] = []   # each guess started: where, when, and when given up
         self.held_out: set[str] = set()   # claimed for a run beside the ladder's (claim)
         self.first_done = False
+        self.inline: str | None = None    # the GPU of the process run in the ladder's thread (_first)
 
     # the TrialRunner interface: findings and the ceiling are the inner runner's
     def findings(self, *a, **k):
@@ -241,10 +242,14 @@ class ParallelRunner:
                                             "data), and copies of it beside the repeat would load the host"}
         else:
             self._calibrate(ctx)
+        self.inline = self.gpus[0]   # busy: the repeat runs in this thread, not as a job
         if guesses:   # on the GPUs no calibration holds
             self._guess(ctx, key, guesses)
         began = time.monotonic()
-        child, analysis, model = self.inner.process(dataclasses.replace(ctx, slot=None), name, stack, profile, None)
+        try:
+            child, analysis, model = self.inner.process(dataclasses.replace(ctx, slot=None), name, stack, profile, None)
+        finally:
+            self.inline = None
         self.log.append({"process": name, "gpu": self.gpus[0], "started_on_a_guess": bool(child.get("started_held")),
                          "from_s": round(began - self.t0, 1), "to_s": round(time.monotonic() - self.t0, 1)})
         if child.get("interrupted"):
@@ -314,7 +319,7 @@ class ParallelRunner:
     def _busy(self) -> set[str]:
         with self.lock:
             jobs = [*self.jobs.values(), *self.calibration.values()]
-        return {j.gpu for j in jobs if j.result is None}
+        return {j.gpu for j in jobs if j.result is None} | ({self.inline} if self.inline else set())
 
     def _free_gpu(self, preempt: bool) -> str | None:
         """A GPU no running process holds; for the process the ladder waits on, a guess's GPU

@@ -28,11 +28,13 @@ from advisor.trials.state import CONFIRM_ROUNDS, CUT_SHORT, After, Interrupted, 
 from advisor.trials.verdicts import Verdict, judge, regime_noise, regroup, relative, retime_reference
 
 
-def run_trials(ctx: TrialContext) -> dict:
+def run_trials(ctx: TrialContext, on_final_stack=None) -> dict:
     """Run the ladder; returns {"noise", "threshold", "trials": [...], "stack": [...], "apart": [...],
     "interrupted"}. After Ctrl-C (a process it reached, or ctx.interrupted) nothing new starts:
     the trial that was running is recorded as not run, every verdict reached before it is kept,
-    and so is the stack (a group's best value so far included)."""
+    and so is the stack (a group's best value so far included). on_final_stack: side by side,
+    called with (the result, the ParallelRunner) once the stack is final, before the
+    measurements on top of it (advisor.pipeline verifies the patch beside them)."""
     side_by_side = None
     count = default_count(ctx.baseline, ctx.lookahead)
     if len(ctx.gpus) > 1:   # the guesses run to the end on the other GPUs, one each (trials.gpus)
@@ -42,7 +44,7 @@ def run_trials(ctx: TrialContext) -> dict:
     ctx.ahead.note(ctx.baseline)
     ctx.warm = ctx.held = None
     try:
-        result = _Ladder(ctx).run()
+        result = _Ladder(ctx, on_final_stack).run()
         result["lookahead"] = ctx.ahead.summary()
         if side_by_side is not None:
             result["gpus"] = side_by_side.summary()
@@ -56,8 +58,9 @@ def run_trials(ctx: TrialContext) -> dict:
 class _Ladder:
     """The state of one ladder: the kept stack, its reference runs, the pooled noise, the queue."""
 
-    def __init__(self, ctx: TrialContext):
+    def __init__(self, ctx: TrialContext, on_final_stack=None):
         self.ctx = ctx
+        self.on_final_stack = on_final_stack
         self.say = ctx.progress or (lambda s: None)
         self.trials: list[dict] = []
         self.result = {"noise": None, "threshold": None, "trials": self.trials, "stack": [], "apart": [],
@@ -137,10 +140,10 @@ class _Ladder:
             # no figure where nothing was timed twice (a failed repeat and no re-timing since)
             measured_noise = self.noise if measure.pooled_noise(self.groups) is not None else None
             self.result["noise"], self.result["threshold"] = measured_noise, measure.acceptance_threshold(self.noise)
-            if not self.stopping() and self.ctx.on_final_stack is not None and isinstance(self.ctx.runner, ParallelRunner):
+            if not self.stopping() and self.on_final_stack is not None and isinstance(self.ctx.runner, ParallelRunner):
                 # no rung comes now: the guesses on one give their GPUs back
                 self.ctx.runner.keep_guesses({apart.name(c) for c in self.result["apart"]} | {CEILING})
-                self.ctx.on_final_stack(self.result, self.ctx.runner)
+                self.on_final_stack(self.result, self.ctx.runner)
             if not self.stopping():
                 after = dataclasses.replace(self.after(), then=stopping.ceiling_guess(self))
                 measured = apart.measure_all(after, self.result["apart"], self.overridden())

@@ -88,9 +88,6 @@ class TrialContext:
     allow: frozenset = frozenset()  # --allow: what a fix may override of the user's choices (Fix.allowed_by)
     gpus: list[str] = field(default_factory=list)  # the trials' GPUs, several: side by side (trials.gpus)
     slot: Slot | None = None        # this process's GPU and its stop, side by side (trials.gpus)
-    # side by side: called with (the ladder's result, its ParallelRunner) once the stack is
-    # final, before the measurements on top of it (advisor.pipeline verifies the patch beside them)
-    on_final_stack: Callable | None = None
 
     def out_of_budget(self) -> bool:
         return time.monotonic() - self.started > self.budget_s
