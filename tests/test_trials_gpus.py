@@ -427,3 +427,15 @@ def test_the_same_rung_on_both_branches_runs_twice_and_the_one_taken_gets_its_na
     assert (tmp_path / "tb" / "02-channels-last" / "w.pt.trace.json.gz").exists()
     left = {p.name for d in ("trials", "tb") for p in (tmp_path / d).iterdir() if not p.name.startswith(".")}
     assert not any("~" in n for n in left), left
+
+
+def test_a_ctrl_c_after_the_patch_was_verified_beside_the_trials_does_not_call_it_unverified():
+    from advisor.pipeline import interrupted_reason
+
+    patched = {"patch": {"file": "fixes.patch"}}
+    assert interrupted_reason(patched, "trials").endswith("fixes.patch holds the fixes kept before it, not verified")
+    verified = {"patch": {"file": "fixes.patch", "verification": {"status": "verified"}}}
+    assert interrupted_reason(verified, "trials").endswith("fixes.patch holds the fixes kept before it")
+    skipped = {"patch": {"file": "fixes.patch", "verification": {"status": "skipped"}}}
+    assert interrupted_reason(skipped, "trials").endswith(", not verified")
+    assert "fixes.patch" not in interrupted_reason({}, "trials")
