@@ -265,8 +265,10 @@ class Analyze:
         last = measure.kept_trial(doc["trials"]) if not left else payback.patched_record(records, left, child)
         stack = [s for s in result["stack"] if s["name"] not in left]
         if stack or self.stages.applied:
+            once = bool(last) and (last.get("runs") or 1) == 1 and not last.get("estimated")
             self._patch_and_verify(opts, doc, child, [*self.stages.applied, *stack],
-                                   (last or {}).get("samples_per_s") or measure.samples_per_s(child), gpu, signals)
+                                   (last or {}).get("samples_per_s") or measure.samples_per_s(child), gpu, signals,
+                                   retime=once)
         patch = doc.setdefault("patch", {"file": None, "notes": []})
         if (last or {}).get("estimated") and patch.get("verification"):
             patch["verification"]["stack_estimated"] = last["estimated"]
@@ -277,7 +279,8 @@ class Analyze:
             patch["end_to_end"] = e2e
 
     def _patch_and_verify(self, opts: AnalyzeOptions, doc: RunDocument, child: dict, stack: list[dict],
-                          stack_rate: float | None, gpu: str | None = None, signals=None) -> None:
+                          stack_rate: float | None, gpu: str | None = None, signals=None,
+                          retime: bool = False) -> None:
         """fixes.patch for the kept stack (and --apply's fixes), then the patch run as plain python
         (advisor.verify) unless --no-verify, or Ctrl-C came first or stopped it (NOT_VERIFIED):
         doc["patch"]. Beside the trials (advisor.beside: ``signals``, on ``gpu``) Ctrl-C reaches
@@ -308,9 +311,27 @@ class Analyze:
         doc["patch"]["verification"] = verify.verify(
             self.script, self.script_args, self.run_dir, opts, diff, texts, notes, fixes, child, stack_rate,
             timeout=self.stages.trial_timeout, stdout_to_stderr=self.stages.json, progress=self.progress,
-            noise_band=(doc.get("trial_summary") or {}).get("threshold"), gpu=gpu, signals=signals)
+            noise_band=(doc.get("trial_summary") or {}).get("threshold"), gpu=gpu, signals=signals,
+            retime_stack=(lambda: self._time_stack(opts, stack, gpu, signals)) if retime else None)
         if pressed():  # it stopped the patched script: its run says nothing
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
+
+
+    def _time_stack(self, opts: AnalyzeOptions, stack: list[dict], gpu: str | None, signals) -> float | None:
+        """The kept stack timed once more with advisor's run-time fixes (a timing-only process,
+        trials/verify-stack): the second reference of a verification that fell short of a stack
+        timed once (advisor.verify)."""
+        from advisor.runner.parent import run_child
+
+        spec = specs.trial_spec(self.script, self.script_args, self.run_dir, opts, "verify-stack", list(stack),
+                                profile=False)
+        if gpu is not None:
+            spec["environ"]["CUDA_VISIBLE_DEVICES"] = gpu
+        if self.progress:
+            self.progress("the patched script fell short of the stack, timed once: timing the stack again")
+        again = run_child(spec, timeout=self.stages.trial_timeout, step_timeout=opts.step_timeout,
+                          stdout_to_stderr=self.stages.json, stall_timeout=opts.stall_timeout, signals=signals)
+        return measure.samples_per_s(again) if again.get("status") == "complete" else None
 
 
 def compile_summary(trials: list[dict], baseline: dict) -> dict:

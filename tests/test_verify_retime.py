@@ -1,0 +1,37 @@
+"""advisor.verify: a patched run that falls short of a stack timed once has the stack timed
+again (advisor.pipeline._time_stack, a timing-only process with the run-time fixes): the two
+stack runs are its reference, and their spread widens the band as the patched runs' own does."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from advisor import measure, specs
+from advisor.pipeline import Analyze, StageOptions
+
+
+def test_a_short_verification_against_a_stack_timed_once_times_the_stack_again(tmp_path):
+    script = tmp_path / "slow_recipe.py"
+    shutil.copy(Path(__file__).parent / "fixtures" / "scripts" / "slow_recipe.py", script)
+    opts = specs.AnalyzeOptions(warmup=2, measure_steps=6, profile_steps=1)
+    run_dir = tmp_path / "run"
+    run = Analyze(str(script), ["--steps", "400"], run_dir, specs.make_spec(str(script), ["--steps", "400"], run_dir, opts),
+                  opts, StageOptions(trials=False), progress=lambda s: None)
+    doc, child = run.run()
+    assert doc["status"] == "complete", doc.get("incomplete_reasons")
+    rate = measure.samples_per_s(child)
+    doc["trial_summary"] = {"threshold": 0.05}
+    stack = [{"name": "set-to-none", "params": {}}]
+    # one lucky run of the stack, half again the rate set_to_none can give: the patched runs fall
+    # short of it; timed again, the stack's two runs spread by about as much, and the band holds
+    run._patch_and_verify(opts, doc, child, stack, 1.5 * rate, retime=True)
+    v = doc["patch"]["verification"]
+    assert v["stack_runs"] == 2 and (run_dir / "trials" / "verify-stack" / "child.json").exists()
+    assert 1.0 * rate < v["stack_samples_per_s"] < 1.5 * rate
+    assert v["status"] == "verified" and v["within_noise"] == 0.30, v
+    # without a second stack run (a stack timed more than once: no retime), against a stack
+    # twice the rate set_to_none can give, it falls short
+    run._patch_and_verify(opts, doc, child, stack, 2.0 * rate)
+    v = doc["patch"]["verification"]
+    assert "stack_runs" not in v and v["status"] == "short", v
