@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from advisor import measure
-from advisor.runner.follow import Signals
+from advisor.trials.gpu_jobs import Job
 from advisor.trials.process import Slot
 
 IDLE_MIB = 1024          # a GPU with less memory in use than this runs nothing else
@@ -128,61 +128,16 @@ class _NoAhead:
         pass
 
 
-@dataclasses.dataclass
-class _Job:
-    key: tuple                  # (name, stack keys, profiled)
-    gpu: str | None
-    guess: bool                 # started on a guess: stopped when no longer expected
-    cancel: Signals = dataclasses.field(default_factory=Signals)   # counted from the ladder's thread
-    thread: threading.Thread | None = None
-    result: tuple | None = None
-    run_dir: Path | None = None  # the analyze's: its process's directory is trials/<name>
-    began: float = 0.0          # monotonic, when its process started and ended
-    ended: float = 0.0
-    alias: str | None = None    # the name its process runs under while another of its name runs
-
-    @property
-    def name(self) -> str:
-        return self.key[0]
-
-    @property
-    def where(self) -> str:
-        """The name its process writes under: trials/<where>, tb/<where>."""
-        return self.alias or self.name
-
-    def discard(self) -> None:
-        """A run the ladder will not take: its directory and traces go (the next process of its
-        name writes there)."""
-        if self.run_dir is None:
-            return
-        shutil.rmtree(self.run_dir / "trials" / self.where, ignore_errors=True)
-        shutil.rmtree(self.run_dir / "tb" / self.where, ignore_errors=True)   # its traces, whole or cut short
-
-    def take_name(self) -> None:
-        """A guess run under an alias, taken: its directory and traces move to its own name
-        (the other process of that name was stopped first), and what its run says of them."""
-        if not self.alias or self.run_dir is None or self.result is None:
-            return
-        for sub in ("trials", "tb"):
-            src, dst = self.run_dir / sub / self.alias, self.run_dir / sub / self.name
-            if src.exists():
-                shutil.rmtree(dst, ignore_errors=True)
-                os.rename(src, dst)
-        child, analysis, model = self.result
-        self.result = (_renamed(child, self.alias, self.name), _renamed(analysis, self.alias, self.name), model)
-        self.alias = None
-
-
 class ParallelRunner:
     """A TrialRunner (advisor.trials.process) over several GPUs: ``inner`` runs each process,
     in a thread of its own, with ``ctx.slot`` naming its GPU (a copy of the ladder's context)."""
 
     def __init__(self, inner, gpus: list[str]):
         self.inner, self.gpus = inner, list(gpus)
-        self.jobs: dict[tuple, _Job] = {}
+        self.jobs: dict[tuple, Job] = {}
         self.lock = threading.Lock()
         self.offsets: dict[str, dict] = {}
-        self.calibration: dict[str, _Job] = {}
+        self.calibration: dict[str, Job] = {}
         self.log: list[dict] = []
         self.guessed: set[tuple] = set()
         self.t0 = time.monotonic()
@@ -288,11 +243,11 @@ class ParallelRunner:
 
     # ------------------------------------------------------------------ scheduling
     def _start(self, ctx, key: tuple, name: str, stack: list, profile: bool, guess: bool,
-               alias: str | None = None) -> _Job | None:
+               alias: str | None = None) -> Job | None:
         gpu = self._free_gpu(preempt=not guess)
         if gpu is None:
             return None
-        job = _Job(key, gpu, guess, run_dir=Path(ctx.run_dir), alias=alias)
+        job = Job(key, gpu, guess, run_dir=Path(ctx.run_dir), alias=alias)
         with self.lock:
             self.jobs[key] = job
         if guess:
@@ -301,7 +256,7 @@ class ParallelRunner:
         self._launch(ctx, job, stack, profile)
         return job
 
-    def _launch(self, ctx, job: _Job, stack: list, profile: bool) -> None:
+    def _launch(self, ctx, job: Job, stack: list, profile: bool) -> None:
         """Run the job's process in a thread of its own, on its GPU (a copy of the context)."""
 
         def run() -> None:
@@ -355,7 +310,7 @@ class ParallelRunner:
         for job in [j for j in self.jobs.values() if j.guess and j.key not in keep]:
             self._stop(job)
 
-    def _stop(self, job: _Job) -> None:
+    def _stop(self, job: Job) -> None:
         """Stop a run the ladder will not take (as Ctrl-C would), and discard it."""
         job.cancel.count += 1
         if job.thread is not None:
@@ -372,7 +327,7 @@ class ParallelRunner:
     def _calibrate(self, ctx) -> None:
         """The baseline once on each other GPU, beside the repeat on the first."""
         for gpu in self.gpus[1:]:
-            job = _Job(_key(f"{REFERENCE}{gpu}", [], False), gpu, False, run_dir=Path(ctx.run_dir))
+            job = Job(_key(f"{REFERENCE}{gpu}", [], False), gpu, False, run_dir=Path(ctx.run_dir))
             self.calibration[gpu] = job
             self._launch(ctx, job, [], False)
 
@@ -409,20 +364,6 @@ class ParallelRunner:
             if child.get("measure_window_ms"):
                 child["measure_window_ms"] /= f
         return child
-
-
-def _renamed(value, alias: str, name: str):
-    """``value`` with the alias's directories (trials/<alias>, tb/<alias>) and the alias itself
-    read as the name's, in every string it holds."""
-    if isinstance(value, str):
-        if value == alias:
-            return name
-        return value.replace(f"trials/{alias}", f"trials/{name}").replace(f"tb/{alias}", f"tb/{name}")
-    if isinstance(value, dict):
-        return {k: _renamed(v, alias, name) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_renamed(v, alias, name) for v in value]
-    return value
 
 
 def _key(name: str, stack: list, profile: bool) -> tuple:

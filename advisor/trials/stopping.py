@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from advisor import fixes
 from advisor.trials import early, rungs
-from advisor.trials.ceiling import NAME as CEILING
+from advisor.trials.ceiling import NAME as CEILING, ceiling_stack, will_run
 
 
 def stop_early(lad) -> None:
@@ -66,8 +66,6 @@ def ceiling_first(lad) -> None:
 def ceiling_guess(lad, stack: list | None = None) -> tuple:
     """The final ceiling's process on ``stack`` (the kept one by default), as a guess for the
     processes before it: none when the early ceiling's record stands for it (final_ceiling)."""
-    from advisor.trials.ceiling import ceiling_stack, will_run
-
     stack = lad.stack if stack is None else stack
     early_run = lad.early_ceiling
     if early_run is not None and early_run[0] == early.compute_key(stack) and early_run[2] is not None:
@@ -80,8 +78,6 @@ def ceiling_guess(lad, stack: list | None = None) -> tuple:
 def early_ceiling_guess(lad, stack: list, nxt) -> tuple:
     """The ceiling ceiling_first would run next on ``stack`` before ``nxt``, a data fix likely
     next, as a guess for the process before it; () when it would not run one."""
-    from advisor.trials.ceiling import ceiling_stack, will_run
-
     key = early.compute_key(stack)
     if nxt is None or not any(early.feeds_data(c) for c in stack):
         return ()
