@@ -319,12 +319,13 @@ class Analyze:
 
     def _time_stack(self, opts: AnalyzeOptions, stack: list[dict], gpu: str | None, signals) -> float | None:
         """The kept stack timed once more with advisor's run-time fixes (a timing-only process,
-        trials/verify-stack): the second reference of a verification that fell short of a stack
-        timed once (advisor.verify)."""
+        verify/stack: not a trial): the second reference of a verification that fell short of a
+        stack timed once (advisor.verify)."""
         from advisor.runner.parent import run_child
 
         spec = specs.trial_spec(self.script, self.script_args, self.run_dir, opts, "verify-stack", list(stack),
                                 profile=False)
+        spec["run_dir"] = str(self.run_dir / "verify" / "stack")
         if gpu is not None:
             spec["environ"]["CUDA_VISIBLE_DEVICES"] = gpu
         if self.progress:

@@ -152,10 +152,8 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     python (timed, no fix at run time) and compare; returns ``patch.verification``.
     ``noise_band``: the trials' threshold for one run against one (status_of). ``gpu``: the one
     GPU its runs see (beside the trials' last processes on the others); ``signals``: what stops
-    them from another thread (run_child's). ``retime_stack``: the stack's samples/s timed once
-    more, for a stack whose rate rests on one run: asked when the patched runs fall short of it
-    (their second reference, and the spread of the two widens the band as the patched runs'
-    own does)."""
+    them from another thread (run_child's). ``retime_stack``: a stack timed once, timed again
+    when the patched runs fall short of it (_stack_again)."""
     from advisor.runner.parent import run_child
 
     command = recommended_command(script, script_args, notes)
@@ -201,11 +199,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     stack_spread = None
     if runs and stack_samples_per_s and retime_stack is not None \
             and _rate(runs, baseline, batch_changes) / stack_samples_per_s < SHORT:
-        again = retime_stack()
-        if again:
-            stack_spread = max(again, stack_samples_per_s) / min(again, stack_samples_per_s) - 1.0
-            stack_samples_per_s = (stack_samples_per_s + again) / 2
-            out["stack_runs"] = 2
+        stack_samples_per_s, stack_spread = _stack_again(stack_samples_per_s, retime_stack, out)
     if runs:
         rate = _rate(runs, baseline, batch_changes)
         base_rate = measure.samples_per_s(baseline)
@@ -228,6 +222,16 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         losses = [x for x in runs[-1].get("losses") or [] if isinstance(x, (int, float))]
         out["loss_finite"] = bool(losses) and all(x == x and abs(x) != float("inf") for x in losses)
     return out
+
+
+def _stack_again(rate: float, retime_stack: Callable[[], float | None], out: dict) -> tuple[float, float | None]:
+    """The stack's rate as the mean of its run and one more (retime_stack), and their spread
+    (None when the second run measured nothing: the one run stands)."""
+    again = retime_stack()
+    if not again:
+        return rate, None
+    out["stack_runs"] = 2
+    return (rate + again) / 2, max(again, rate) / min(again, rate) - 1.0
 
 
 def status_of(of_stack: float | None, rows: list[VerificationCheck], noise_band: float | None = None) -> str:
