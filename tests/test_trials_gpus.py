@@ -345,20 +345,11 @@ def test_real_trial_processes_side_by_side(tmp_path):
 def test_the_patch_is_verified_beside_the_trials_on_the_gpu_they_gave_up(tmp_path):
     """advisor.pipeline: with the final stack, fixes.patch is written and run as plain python in
     a thread, its runs told the GPU the ladder's runner gave up; the GPU goes back once done."""
-    import shutil
-    from pathlib import Path
-
     from advisor.beside import Beside
-    from advisor.pipeline import Analyze, StageOptions
+    from tests.test_verify_retime import analyzed_slow_recipe
 
-    script = tmp_path / "slow_recipe.py"
-    shutil.copy(Path(__file__).parent / "fixtures" / "scripts" / "slow_recipe.py", script)
-    opts = specs.AnalyzeOptions(warmup=2, measure_steps=6, profile_steps=1)
-    run_dir = tmp_path / "run"
-    run = Analyze(str(script), ["--steps", "400"], run_dir, specs.make_spec(str(script), ["--steps", "400"], run_dir, opts),
-                  opts, StageOptions(trials=False), progress=lambda s: None)
-    doc, child = run.run()
-    assert doc["status"] == "complete", doc.get("incomplete_reasons")
+    run, opts, doc, child = analyzed_slow_recipe(tmp_path)
+    run_dir, script = tmp_path / "run", tmp_path / "slow_recipe.py"
     kept = {"name": "01-set-to-none", "fix": "set-to-none", "status": "accepted",
             "samples_per_s": child["batch_size"] * 1000.0 / (sum(child["step_times_ms"]) / len(child["step_times_ms"]))}
     result = {"stack": [{"name": "set-to-none", "params": {}}], "trials": [kept], "noise": 0.05, "threshold": 0.1}

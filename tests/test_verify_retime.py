@@ -14,7 +14,9 @@ from advisor import measure, specs
 from advisor.pipeline import Analyze, StageOptions
 
 
-def test_a_short_verification_against_a_stack_timed_once_times_the_stack_again(tmp_path):
+def analyzed_slow_recipe(tmp_path: Path):
+    """A copy of the slow-recipe fixture analyzed without trials, on this host: (the Analyze,
+    its options, run.json's document, the baseline's child result)."""
     script = tmp_path / "slow_recipe.py"
     shutil.copy(Path(__file__).parent / "fixtures" / "scripts" / "slow_recipe.py", script)
     opts = specs.AnalyzeOptions(warmup=2, measure_steps=6, profile_steps=1)
@@ -23,6 +25,12 @@ def test_a_short_verification_against_a_stack_timed_once_times_the_stack_again(t
                   opts, StageOptions(trials=False), progress=lambda s: None)
     doc, child = run.run()
     assert doc["status"] == "complete", doc.get("incomplete_reasons")
+    return run, opts, doc, child
+
+
+def test_a_short_verification_against_a_stack_timed_once_times_the_stack_again(tmp_path):
+    run, opts, doc, child = analyzed_slow_recipe(tmp_path)
+    run_dir = tmp_path / "run"
     rate = measure.samples_per_s(child)
     doc["trial_summary"] = {"threshold": 0.05}
     stack = [{"name": "set-to-none", "params": {}}]
@@ -34,10 +42,10 @@ def test_a_short_verification_against_a_stack_timed_once_times_the_stack_again(t
     assert v["stack_runs"] == 2 and again["stage"] == "measured"
     assert v["stack_samples_per_s"] == pytest.approx((2.0 * rate + measure.samples_per_s(again)) / 2)
     assert v["of_stack"] == pytest.approx(v["samples_per_s"] / v["stack_samples_per_s"])
-    # the two stack runs spread far apart: the band is the widest there is
-    assert v["status"] == "short" or v["within_noise"] == 0.30, v
-    # without a second stack run (a stack timed more than once: no retime), against a stack
-    # twice the rate set_to_none can give, it falls short
+    assert v["status"] in ("verified", "short"), v   # the verdict on these figures: status_of's tests
+    # a stack timed more than once (no retime): the patched runs are held to its rate as it is
+    stamp = (run_dir / "verify" / "stack" / "child.json").stat().st_mtime_ns
     run._patch_and_verify(opts, doc, child, stack, 2.0 * rate)
     v = doc["patch"]["verification"]
-    assert "stack_runs" not in v and v["status"] == "short", v
+    assert "stack_runs" not in v and v["stack_samples_per_s"] == 2.0 * rate, v
+    assert (run_dir / "verify" / "stack" / "child.json").stat().st_mtime_ns == stamp
