@@ -316,7 +316,6 @@ class Analyze:
         if pressed():  # it stopped the patched script: its run says nothing
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
 
-
     def _time_stack(self, opts: AnalyzeOptions, stack: list[dict], gpu: str | None, signals) -> float | None:
         """The kept stack timed once more with advisor's run-time fixes (a timing-only process,
         verify/stack: not a trial): the second reference of a verification that fell short of a
@@ -328,8 +327,7 @@ class Analyze:
         spec["run_dir"] = str(self.run_dir / "verify" / "stack")
         if gpu is not None:
             spec["environ"]["CUDA_VISIBLE_DEVICES"] = gpu
-        if self.progress:
-            self.progress("the patched script fell short of the stack, timed once: timing the stack again")
+        self.progress("the patched script fell short of the stack, timed once: timing the stack again")
         again = run_child(spec, timeout=self.stages.trial_timeout, step_timeout=opts.step_timeout,
                           stdout_to_stderr=self.stages.json, stall_timeout=opts.stall_timeout, signals=signals)
         return measure.samples_per_s(again) if again.get("status") == "complete" else None

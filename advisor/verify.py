@@ -197,11 +197,10 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         if not stack_samples_per_s or rate / stack_samples_per_s >= SHORT:
             break
     stack_spread = None
-    if runs and stack_samples_per_s and retime_stack is not None \
-            and _rate(runs, baseline, batch_changes) / stack_samples_per_s < SHORT:
-        stack_samples_per_s, stack_spread = _stack_again(stack_samples_per_s, retime_stack, out)
     if runs:
         rate = _rate(runs, baseline, batch_changes)
+        if stack_samples_per_s and retime_stack is not None and rate / stack_samples_per_s < SHORT:
+            stack_samples_per_s, stack_spread = _stack_again(stack_samples_per_s, retime_stack, out)
         base_rate = measure.samples_per_s(baseline)
         frac = rate / stack_samples_per_s if stack_samples_per_s else None
         if gpu is not None:

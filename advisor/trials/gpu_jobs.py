@@ -24,6 +24,7 @@ class Job:
     began: float = 0.0          # monotonic, when its process started and ended
     ended: float = 0.0
     alias: str | None = None    # the name its process runs under while another of its name runs
+    logged: dict | None = None  # a guess's entry in the runner's guess log (when it was given up)
 
     @property
     def name(self) -> str:

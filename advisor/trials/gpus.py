@@ -177,10 +177,14 @@ class ParallelRunner:
             self.jobs.pop(key, None)
         job.take_name()
         child, analysis, model = job.result
-        # when it ran, in seconds from the trials' start: what ran beside what
-        self.log.append({"process": name, "gpu": job.gpu, "started_on_a_guess": key in self.guessed,
-                         "from_s": round(job.began - self.t0, 1), "to_s": round(job.ended - self.t0, 1)})
+        self._taken(name, job.gpu, key in self.guessed, job.began, job.ended)
         return self._adjust(child, job.gpu), analysis, model
+
+    def _taken(self, name: str, gpu: str, guessed: bool, began: float, ended: float) -> None:
+        """A process the ladder took, and when it ran, in seconds from the trials' start: what
+        ran beside what."""
+        self.log.append({"process": name, "gpu": gpu, "started_on_a_guess": guessed,
+                         "from_s": round(began - self.t0, 1), "to_s": round(ended - self.t0, 1)})
 
     def _first(self, ctx, key: tuple, name: str, stack: list, profile: bool, guesses):
         """The ladder's first process (the repeat) on the first GPU, the baseline once on each
@@ -205,8 +209,7 @@ class ParallelRunner:
             child, analysis, model = self.inner.process(dataclasses.replace(ctx, slot=None), name, stack, profile, None)
         finally:
             self.inline = None
-        self.log.append({"process": name, "gpu": self.gpus[0], "started_on_a_guess": bool(child.get("started_held")),
-                         "from_s": round(began - self.t0, 1), "to_s": round(time.monotonic() - self.t0, 1)})
+        self._taken(name, self.gpus[0], bool(child.get("started_held")), began, time.monotonic())
         if child.get("interrupted"):
             for job in self.calibration.values():
                 job.cancel.count += 1
@@ -252,7 +255,8 @@ class ParallelRunner:
             self.jobs[key] = job
         if guess:
             self.guessed.add(key)
-            self.guess_log.append({"process": job.where, "gpu": gpu, "from_s": round(time.monotonic() - self.t0, 1)})
+            job.logged = {"process": job.where, "gpu": gpu, "from_s": round(time.monotonic() - self.t0, 1)}
+            self.guess_log.append(job.logged)
         self._launch(ctx, job, stack, profile)
         return job
 
@@ -315,10 +319,8 @@ class ParallelRunner:
         job.cancel.count += 1
         if job.thread is not None:
             job.thread.join()
-        if job.guess:   # a guess the ladder did not take: when it was given up
-            for entry in self.guess_log:
-                if entry["process"] == job.where and entry["gpu"] == job.gpu and "stopped_s" not in entry:
-                    entry["stopped_s"] = round(time.monotonic() - self.t0, 1)
+        if job.guess and job.logged is not None:   # a guess the ladder did not take: when it was given up
+            job.logged["stopped_s"] = round(time.monotonic() - self.t0, 1)
         with self.lock:
             self.jobs.pop(job.key, None)
         job.discard()

@@ -67,34 +67,38 @@ def ceiling_guess(lad, stack: list | None = None) -> tuple:
     """The final ceiling's process on ``stack`` (the kept one by default), as a guess for the
     processes before it: none when the early ceiling's record stands for it (final_ceiling)."""
     stack = lad.stack if stack is None else stack
-    early_run = lad.early_ceiling
-    if early_run is not None and early_run[0] == early.compute_key(stack) and early_run[2] is not None:
-        return ()
-    if not will_run(lad.ctx.only, lad.base.get("config") or {}, lad.ctx.environment):
-        return ()
-    return ((CEILING, ceiling_stack(stack), False),)
+    return () if _early_stands(lad, stack) else _ceiling_process(lad, CEILING, stack)
 
 
 def early_ceiling_guess(lad, stack: list, nxt) -> tuple:
     """The ceiling ceiling_first would run next on ``stack`` before ``nxt``, a data fix likely
     next, as a guess for the process before it; () when it would not run one."""
-    key = early.compute_key(stack)
-    if nxt is None or not any(early.feeds_data(c) for c in stack):
+    timed = lad.early_ceiling is not None and lad.early_ceiling[0] == early.compute_key(stack)
+    if nxt is None or timed or not any(early.feeds_data(c) for c in stack):
         return ()
-    if lad.early_ceiling is not None and lad.early_ceiling[0] == key:
-        return ()
+    return _ceiling_process(lad, f"{CEILING}-{lad.n:02d}", stack)
+
+
+def _ceiling_process(lad, name: str, stack: list) -> tuple:
+    """(name, the ceiling's stack on ``stack``, timing only), when the ceiling runs a process."""
     if not will_run(lad.ctx.only, lad.base.get("config") or {}, lad.ctx.environment):
         return ()
-    return ((f"{CEILING}-{lad.n:02d}", ceiling_stack(stack), False),)
+    return ((name, ceiling_stack(stack), False),)
+
+
+def _early_stands(lad, stack: list) -> bool:
+    """Whether the ceiling run early, on ``stack``'s compute fixes and bounding the data fixes,
+    is the ceiling of ``stack``."""
+    early_run = lad.early_ceiling
+    return early_run is not None and early_run[0] == early.compute_key(stack) and early_run[2] is not None
 
 
 def final_ceiling(lad) -> None:
     """The data-free ceiling of the kept stack: the one run early when its compute fixes
     are the stack's, else a process of its own."""
-    early_run = lad.early_ceiling
-    if early_run is not None and early_run[0] == early.compute_key(lad.stack) and early_run[2] is not None:
-        early_run[1]["ceiling"] = True
-        lad.result["ceiling"] = early_run[1]
+    if _early_stands(lad, lad.stack):
+        lad.early_ceiling[1]["ceiling"] = True
+        lad.result["ceiling"] = lad.early_ceiling[1]
         return
     lad.result["ceiling"] = lad.ctx.runner.ceiling(lad.after())
     if lad.result["ceiling"] is not None:
