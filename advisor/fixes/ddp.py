@@ -12,6 +12,9 @@ class Ddp(Fix):
     changes_numerics = True
     changes_batch = True   # each process sees its shard of the batch
     fresh = True           # its ranks start under torch.distributed.run
+    # Tune one GPU, then scale out: every trial after a kept ddp is a run over every GPU, one
+    # at a time, where the single-GPU trials before it run side by side, one GPU each.
+    scales_out = True
 
     def candidates(self, params, environment):   # one process per GPU: every GPU the machine has (2 at least)
         return [{"params": {"nproc": int(params.get("nproc") or max(2, int(environment.get("gpu_count") or 0)))}}]

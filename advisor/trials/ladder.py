@@ -438,14 +438,17 @@ class _Ladder:
             return  # nothing runs after it: no requeue
         now = (self.ref_ms(), rungs.idle_share(analysis))
         retry = {k for k, at in self.slow.items() if rungs.worth_retrying(at, now)}
+        if fixes.trait(cand.name, "scales_out"):
+            retry = set()  # more GPUs share the samples; each one's step is what it was
         # torch.compile waits behind every other fix (Fix.last); the finding that queued it can
         # flicker as they change the step (docs/trials.md): once queued, it stays.
         waiting = {c.key for c in self.queue if fixes.trait(c.name, "last")}
+        scale_out = {c.key for c in self.queue if fixes.trait(c.name, "scales_out")}  # stays queued too
         if waiting and (now[1] is None or now[1] >= rungs.HOST_BOUND_IDLE):  # still host-bound:
             retry = {k for k in retry if not rungs.rides(self.rejected[k].name, self.slow[k])}  # they ride
         before = {c.key: c for c in self.queue}
         self.queue = rungs.requeue(self.queue, runs[0], analysis, model, self.ctx, self.tried - retry,
-                                   frozenset(self.learned | waiting), self.rules())
+                                   frozenset(self.learned | waiting | scale_out), self.rules())
         # what the rules no longer ask for here may come back on the next trace (a finding
         # near its threshold): advisor.trials.guesses names it
         now_keys = {c.key for c in self.queue}
