@@ -72,6 +72,7 @@ class TrialRecord(TypedDict, total=False):
     startup_s: float | None
     warmup_cost_s: float | None
     compile_s: float | None        # seconds torch.compile spent in the process (runner.oneoffs.compile_seconds)
+    samples_cache: list[dict] | None  # the dataset's samples it loaded or saved (interventions.samples_cache)
     gpu: str | None                # its GPU where trials run side by side (trials.gpus)
     gpu_offset: float | None       # its step times were divided by this: that GPU's offset from the first
     one_off_s: float | None        # its lead-in beyond the baseline's: paid once per run (measure.one_off_s)

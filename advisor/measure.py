@@ -65,7 +65,20 @@ def lead_in_s(child: dict) -> float | None:
     held, released = at.get("held"), at.get("released")
     if isinstance(held, (int, float)) and isinstance(released, (int, float)) and released >= held:
         work -= released - held
-    return max(0.0, work - steady / 1e3) + (warmup_cost_s(child) or 0.0)
+    return max(0.0, work - steady / 1e3 + samples_cache_s(child)) + (warmup_cost_s(child) or 0.0)
+
+
+def samples_cache_s(child: dict) -> float:
+    """What the run's start-up would have taken without the analyze's samples cache, beyond what
+    it took (interventions.samples_cache): computing the samples where it loaded them, less the
+    saving where it saved them. The user's run computes them and saves nothing."""
+    out = 0.0
+    for e in child.get("samples_cache") or []:
+        if "loaded_s" in e:
+            out += e.get("built_s", 0.0) - e["loaded_s"]
+        else:
+            out -= e.get("saved_s", 0.0)
+    return out
 
 
 def one_off_s(child: dict, base: dict) -> float | None:
@@ -302,6 +315,7 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
         "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
         "warmup_cost_s": warmup_cost_s(child),
         "compile_s": child.get("compile_s"),   # torch.compile's own time in it (a cached graph: its load)
+        "samples_cache": child.get("samples_cache") or None,  # samples it loaded or saved (its one_off_s counts their computing)
         "gpu": child.get("gpu"),               # its GPU, where trials run side by side (trials.gpus)
         "gpu_offset": child.get("gpu_offset"),  # its step times were divided by this (that GPU's offset)
         # paid once per run, beyond the baseline's, and the baseline steps it takes to pay back

@@ -72,7 +72,8 @@ def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: Analyze
     spec = make_spec(script, script_args, Path(run_dir) / "trials" / name, opts, interventions=interventions,
                      run_name=name)
     spec["tb_dir"] = str(Path(run_dir) / "tb")
-    spec["environ"] = compile_cache_env(run_dir)
+    # the samples a trial precomputes or preloads, loaded by the next (interventions.samples_cache)
+    spec["environ"] = {**compile_cache_env(run_dir), "ADVISOR_SAMPLES_CACHE": str(Path(run_dir) / "cache" / "samples")}
     sandbox(spec, run_dir)
     spec["record_lines"] = False
     spec["count_flops"] = False

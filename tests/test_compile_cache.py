@@ -53,7 +53,8 @@ def test_the_processes_share_a_cache_in_the_run_directory_and_a_second_analyze_r
 def test_a_trial_spec_points_the_compile_caches_into_the_run_directory(tmp_path, monkeypatch):
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     spec = specs.trial_spec("train.py", [], tmp_path, specs.AnalyzeOptions(), "01-amp", [])
+    samples = {"ADVISOR_SAMPLES_CACHE": str(tmp_path / "cache" / "samples")}   # this run's alone, whatever
     assert spec["environ"] == {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache" / "inductor"),
-                               "TRITON_CACHE_DIR": str(tmp_path / "cache" / "triton")}
+                               "TRITON_CACHE_DIR": str(tmp_path / "cache" / "triton"), **samples}
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere/theirs")   # the user's own (or --cache's)
-    assert specs.trial_spec("train.py", [], tmp_path, specs.AnalyzeOptions(), "01-amp", [])["environ"] == {}
+    assert specs.trial_spec("train.py", [], tmp_path, specs.AnalyzeOptions(), "01-amp", [])["environ"] == samples

@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from advisor.interventions import samples_cache
 from advisor.runtime import SAMPLES_VARY
 from advisor.runtime.patching import making_batches, not_applied, restore_rng, rng_states, wrap
 
@@ -121,11 +122,17 @@ def plan(dataset, max_bytes: int = MAX_BYTES, max_seconds: float = MAX_SECONDS) 
     return None
 
 
+def every_sample(dataset) -> list:
+    """dataset[i] for every i, in order (the caller restores the random generators)."""
+    return [dataset[i] for i in range(len(dataset))]
+
+
 def precompute(dataset) -> Precomputed:
-    """Every sample, computed once; the random generators are left as they were found."""
+    """Every sample, computed once (or loaded: an earlier trial of this analyze computed them,
+    samples_cache); the random generators are left as they were found."""
     states = rng_states()
     try:
-        return Precomputed(dataset, [dataset[i] for i in range(len(dataset))])
+        return Precomputed(dataset, samples_cache.cached(dataset, "samples", lambda: every_sample(dataset)))
     finally:
         restore_rng(states)
 

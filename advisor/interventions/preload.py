@@ -24,7 +24,7 @@ import numbers
 
 import torch
 
-from advisor.interventions import precompute
+from advisor.interventions import precompute, samples_cache
 from advisor.interventions.epoch_ahead import Speculation, moved
 from advisor.runtime.patching import accelerator, making_batches, not_applied, restore_rng, rng_states, wrap
 
@@ -147,10 +147,14 @@ def plan(dataset, loader_kwargs: dict, device: torch.device, max_bytes: int = MA
 
 
 def preload(dataset, device: torch.device) -> Preloaded:
-    """Every sample once, collated as one batch, moved to the device."""
-    samples = precompute.precompute(dataset)._samples
-    collated = torch.utils.data.default_collate(samples)
-    del samples
+    """Every sample once, collated as one batch (or loaded: an earlier trial of this analyze
+    collated them, samples_cache), moved to the device."""
+    states = rng_states()
+    try:
+        collated = samples_cache.cached(
+            dataset, "collated", lambda: torch.utils.data.default_collate(precompute.every_sample(dataset)))
+    finally:
+        restore_rng(states)
     return Preloaded(dataset, _map(lambda t: t.to(device), collated), device)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from time import monotonic
 
@@ -112,6 +113,7 @@ def child_doc(ctl) -> dict:
         "exit": dict(ctl.outcome.exit),
         "startup": ctl.startup.doc(),
         "compile_s": _compile_seconds(),
+        "samples_cache": _samples_cache(),
         "executed_lines": ctl.lines.doc() if ctl.lines is not None else {},
         "own_profiler": ctl.script_profilers.doc() if ctl.script_profilers is not None else None,
         "flops": ctl.flops.doc() if ctl.flops is not None else None,
@@ -125,6 +127,13 @@ def _compile_seconds() -> float | None:
     from advisor.runner.oneoffs import compile_seconds  # torch: the child's, imported there already
 
     return compile_seconds()
+
+
+def _samples_cache() -> list:
+    """What the run's samples cache saved or loaded in this process (interventions.samples_cache),
+    when a fix used it."""
+    mod = sys.modules.get("advisor.interventions.samples_cache")
+    return mod.events() if mod is not None else []
 
 
 def _graph_breaks() -> list:

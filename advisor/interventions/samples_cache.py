@@ -1,0 +1,102 @@
+"""The samples precompute-samples and preload-dataset make, made once per analyze: the first
+trial process that computes a dataset's samples saves them, and the next trials of the same
+dataset load them instead of computing them again (64,000 generated images took 50 s in every
+process that preloaded them).
+
+A dataset is known by its class, its length and the content of samples spread over it
+(``fingerprint``): a dataset built differently in another process (another seed, other
+files) reads other samples and computes its own. The directory is the run's scratch
+(``ENV``, set in the trial processes' environment: specs.trial_spec); the plain-python run of
+fixes.patch never sees it, and pays the computing as the user's run will.
+
+Each process notes what computing the samples cost and what loading or saving them took
+(``events``, child.json ``samples_cache``): a process that loaded them counts its one-off cost
+as if it had computed them, and the one that saved them leaves the saving out
+(measure.samples_cache_s), so the patch's payback is judged on the user's cost, not the cache's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import time
+
+import torch
+
+ENV = "ADVISOR_SAMPLES_CACHE"
+PROBES = 16
+_events: list[dict] = []
+
+
+def events() -> list[dict]:
+    """This process's use of the cache: {"kind", "built_s", and "loaded_s" or "saved_s"}."""
+    return list(_events)
+
+
+def _feed(h, sample) -> bool:
+    """sample's content into the hash h; False for a value it cannot read (not cached then)."""
+    if isinstance(sample, torch.Tensor):
+        t = sample.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        return True
+    if isinstance(sample, (list, tuple)):
+        h.update(f"{type(sample).__name__}{len(sample)}".encode())
+        return all(_feed(h, x) for x in sample)
+    if isinstance(sample, dict):
+        h.update(f"D{len(sample)}".encode())
+        return all(_feed(h, k) and _feed(h, v) for k, v in sample.items())
+    if isinstance(sample, (int, float, str, bytes, bool)) or sample is None:
+        h.update(f"{type(sample).__name__}:{sample!r}".encode())
+        return True
+    if type(sample).__module__ == "numpy" and hasattr(sample, "tobytes"):
+        h.update(f"N{sample.dtype}{getattr(sample, 'shape', ())}".encode())
+        h.update(sample.tobytes())
+        return True
+    return False
+
+
+def fingerprint(dataset) -> str | None:
+    """The dataset's class, length and PROBES samples spread over it, hashed; None when a
+    sample holds a value it cannot read. The caller restores the random generators."""
+    n = len(dataset)
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"{type(dataset).__module__}.{type(dataset).__qualname__}:{n}".encode())
+    for i in sorted({int(k * (n - 1) / max(1, PROBES - 1)) for k in range(PROBES)}):
+        if not _feed(h, dataset[i]):
+            return None
+    return h.hexdigest()
+
+
+def cached(dataset, kind: str, build):
+    """build() (the dataset's samples, in the form ``kind`` names), from the run's cache when an
+    earlier process of the analyze saved them, else built and saved there. Without the cache
+    directory (not a trial), build()."""
+    root = os.environ.get(ENV)
+    key = fingerprint(dataset) if root else None
+    if key is None:
+        return build()
+    path = os.path.join(root, f"{kind}-{key}.pt")
+    if os.path.exists(path):
+        t0 = time.perf_counter()
+        try:
+            got = torch.load(path, weights_only=False)   # advisor's own file, in its run directory
+        except Exception:
+            got = None   # a partial or unreadable file: computed again below
+        if got is not None:
+            _events.append({"kind": kind, "built_s": got["built_s"], "loaded_s": round(time.perf_counter() - t0, 3)})
+            return got["value"]
+    t0 = time.perf_counter()
+    value = build()
+    built_s = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
+    try:
+        os.makedirs(root, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        torch.save({"value": value, "built_s": built_s}, tmp, pickle_protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)   # whole or absent: another process may be loading it
+    except OSError:
+        return value   # a full disk costs the next process the build, not this run
+    _events.append({"kind": kind, "built_s": built_s, "saved_s": round(time.perf_counter() - t0, 3)})
+    return value
