@@ -340,6 +340,9 @@ def test_real_trial_processes_side_by_side(tmp_path):
     offsets = {g["gpu"]: g for g in result["gpus"]["gpus"]}
     assert list(offsets) == ["0", "1"]
     assert offsets["1"]["offset"] > 0 and "why" not in offsets["1"], offsets["1"]
+    # a process on a GPU of its own starts from a spare (python and torch up), not cold
+    assert all(t.get("started_warm") for t in ran if t["name"] != "00-baseline-repeat"), \
+        [(t["name"], t.get("started_warm")) for t in ran]
 
 
 def test_the_patch_is_verified_beside_the_trials_on_the_gpu_they_gave_up(tmp_path):

@@ -109,11 +109,15 @@ def plan(baseline: dict, nproc: int, asked: str | None = None, count: int | None
 
 
 class _NoAhead:
-    """A process on a GPU of its own starts cold: the processes started ahead (lookahead.py)
-    wait for the first GPU's trial, one at a time."""
+    """A process on a GPU of its own starts no guesses (the others run on the other GPUs); it
+    starts from a spare, python and torch up already (lookahead.Lookahead.spare), where
+    ``ahead`` has one."""
+
+    def __init__(self, ahead=None):
+        self.ahead = ahead
 
     def take(self, spec):
-        return None, None
+        return None, (self.ahead.spare() if self.ahead is not None else None)
 
     def guess(self, running, specs):
         pass
@@ -264,7 +268,7 @@ class ParallelRunner:
         """Run the job's process in a thread of its own, on its GPU (a copy of the context)."""
 
         def run() -> None:
-            sub = dataclasses.replace(ctx, slot=Slot(job.gpu, job.cancel), ahead=_NoAhead())
+            sub = dataclasses.replace(ctx, slot=Slot(job.gpu, job.cancel), ahead=_NoAhead(ctx.ahead))
             job.began = time.monotonic()
             try:
                 job.result = self.inner.process(sub, job.where, stack, profile, None)

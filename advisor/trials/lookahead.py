@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import resource
+import threading
 from pathlib import Path
 
 from advisor import fixes
@@ -111,6 +112,7 @@ class Lookahead:
         self.count = count
         self.cwd, self.stdout_to_stderr = cwd, stdout_to_stderr
         self.spares: list[WarmChild] = [warm] if warm is not None else []
+        self._lock = threading.Lock()   # spares are taken from the GPUs' threads too (spare)
         self.guesses: list[HeldChild] = [held] if held is not None else []
         self.made = len(self.guesses)  # guesses started
         self.used = 0   # guesses that were the next trial
@@ -238,6 +240,17 @@ class Lookahead:
     def resume(self) -> None:
         for p in [*self.guesses, *self.spares]:
             p.resume()
+
+    def spare(self) -> WarmChild | None:
+        """A spare (python and torch up) for a process that runs on a GPU of its own (trials.gpus),
+        from any thread; another starts in its place, ready for the next such process."""
+        with self._lock:
+            warm = self.spares.pop(0) if self.spares else None
+            if len(self.spares) < 1 + self.count:
+                fresh = start_warm(self.cwd, self.stdout_to_stderr, str(self.dir.parent))
+                if fresh is not None:
+                    self.spares.append(fresh)
+        return warm
 
     def close(self) -> None:
         for p in [*self.guesses, *self.spares]:
