@@ -77,8 +77,10 @@ class FakeGpus(trials.TrialRunner):
         start = time.monotonic()
         deadline = start + self.hold
         while time.monotonic() < deadline:   # stopped like a child that Ctrl-C reached
-            # on a GPU of its own, by its slot's signals; run in the ladder's thread, by Ctrl-C itself
-            cancelled = ctx.slot.cancel.count if ctx.slot is not None else ctx.interrupted and ctx.interrupted()
+            # on a GPU of its own, by its slot's signals; run in the ladder's thread (every GPU
+            # visible: no slot's GPU), by Ctrl-C itself, which its signals count in the main thread
+            own_gpu = ctx.slot is not None and ctx.slot.gpu is not None
+            cancelled = ctx.slot.cancel.count if own_gpu else ctx.interrupted and ctx.interrupted()
             if cancelled:
                 with self.lock:
                     self.runs.append({"name": name, "gpu": ctx.slot.gpu if ctx.slot else None, "start": start,

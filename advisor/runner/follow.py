@@ -77,6 +77,9 @@ class Signals:
     def __init__(self):
         self.count = 0
         self._old: dict = {}
+        # the child's process group while it runs (run_child sets it): a thread beside the one
+        # that follows it may stop and continue it (advisor.trials.windows)
+        self.pgid: int | None = None
 
     def _on_signal(self, signum, frame) -> None:
         self.count += 1

@@ -185,6 +185,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     limits = _Limits(t0, timeout, step_timeout, stall_timeout, spec["run_dir"])
     stop = Stop(proc, spec, grace)
     with signals if signals is not None else Signals() as signals:
+        signals.pgid = stop.pgid
         rc = follow(proc, progress, limits, stop, signals)
     progress.read_rest()
 

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 
 from advisor import measure
+from advisor.runner.follow import Signals
+from advisor.trials.windows import Windows
 from advisor.trials.gpu_jobs import Job
 from advisor.trials.process import Slot
 
@@ -111,10 +113,10 @@ def plan(baseline: dict, nproc: int, asked: str | None = None, count: int | None
 class _NoAhead:
     """A process on a GPU of its own starts no guesses (the others run on the other GPUs); it
     starts from a spare, python and torch up already (lookahead.Lookahead.spare), where
-    ``ahead`` has one."""
+    ``ahead`` has one, and tells its stages to ``on_stage`` (trials.windows)."""
 
-    def __init__(self, ahead=None):
-        self.ahead = ahead
+    def __init__(self, ahead=None, on_stage=None):
+        self.ahead, self._on_stage = ahead, on_stage
 
     def take(self, spec):
         return None, (self.ahead.spare() if self.ahead is not None else None)
@@ -123,13 +125,29 @@ class _NoAhead:
         pass
 
     def on_stage(self, *a, **k):
-        pass
+        if self._on_stage is not None:
+            self._on_stage(*a, **k)
 
     def resume(self):
         pass
 
     def note(self, child):
         pass
+
+
+class _Told:
+    """The ladder's processes started ahead (lookahead.Lookahead) for the process run in its
+    thread, its stages told to the timed windows too (trials.windows)."""
+
+    def __init__(self, ahead, on_stage):
+        self._ahead, self._on_stage = ahead, on_stage
+
+    def __getattr__(self, name):
+        return getattr(self._ahead, name)
+
+    def on_stage(self, *a, **k):
+        self._ahead.on_stage(*a, **k)
+        self._on_stage(*a, **k)
 
 
 class ParallelRunner:
@@ -149,6 +167,7 @@ class ParallelRunner:
         self.held_out: set[str] = set()   # claimed for a run beside the ladder's (claim)
         self.first_done = False
         self.inline: str | None = None    # the GPU of the process run in the ladder's thread (_first)
+        self.windows = Windows()          # one timed window at a time
 
     # the TrialRunner interface: findings and the ceiling are the inner runner's
     def findings(self, *a, **k):
@@ -176,6 +195,7 @@ class ParallelRunner:
             job.thread.join(0.2)
             if ctx.interrupted is not None and ctx.interrupted():
                 for j in [*self.jobs.values(), *self.calibration.values()]:
+                    self.windows.forget(j.cancel)
                     j.cancel.count += 1
         with self.lock:
             self.jobs.pop(key, None)
@@ -209,13 +229,17 @@ class ParallelRunner:
         if guesses:   # on the GPUs no calibration holds
             self._guess(ctx, key, guesses)
         began = time.monotonic()
+        signals = Signals()   # every GPU visible (slot None), its windows and stops told to the others (trials.windows)
+        inline = dataclasses.replace(ctx, slot=Slot(None, signals), ahead=_Told(ctx.ahead, self.windows.watch(signals)))
         try:
-            child, analysis, model = self.inner.process(dataclasses.replace(ctx, slot=None), name, stack, profile, None)
+            child, analysis, model = self.inner.process(inline, name, stack, profile, None)
         finally:
             self.inline = None
+            self.windows.forget(signals)
         self._taken(name, self.gpus[0], bool(child.get("started_held")), began, time.monotonic())
         if child.get("interrupted"):
             for job in self.calibration.values():
+                self.windows.forget(job.cancel)
                 job.cancel.count += 1
         self._settle_offsets(ctx.baseline, child if child.get("status") == "complete" else None)
         return self._adjust(child, self.gpus[0]), analysis, model
@@ -246,7 +270,7 @@ class ParallelRunner:
 
     def summary(self) -> dict:
         return {"gpus": [{"gpu": g, **self.offsets.get(g, {"offset": 1.0, "applied": False})} for g in self.gpus],
-                "processes": self.log, "guesses": self.guess_log}
+                "processes": self.log, "guesses": self.guess_log, "stopped_for_windows": self.windows.stops}
 
     # ------------------------------------------------------------------ scheduling
     def _start(self, ctx, key: tuple, name: str, stack: list, profile: bool, guess: bool,
@@ -268,12 +292,15 @@ class ParallelRunner:
         """Run the job's process in a thread of its own, on its GPU (a copy of the context)."""
 
         def run() -> None:
-            sub = dataclasses.replace(ctx, slot=Slot(job.gpu, job.cancel), ahead=_NoAhead(ctx.ahead))
+            sub = dataclasses.replace(ctx, slot=Slot(job.gpu, job.cancel),
+                                      ahead=_NoAhead(ctx.ahead, self.windows.watch(job.cancel)))
             job.began = time.monotonic()
             try:
                 job.result = self.inner.process(sub, job.where, stack, profile, None)
             except BaseException as e:  # noqa: BLE001 - a process that raised is a failed run
                 job.result = ({"status": "incomplete", "incomplete_reasons": [f"{type(e).__name__}: {e}"]}, None, None)
+            finally:
+                self.windows.forget(job.cancel)
             job.ended = time.monotonic()
 
         job.thread = threading.Thread(target=run, daemon=True, name=f"{job.name} on GPU {job.gpu}")
@@ -320,6 +347,7 @@ class ParallelRunner:
 
     def _stop(self, job: Job) -> None:
         """Stop a run the ladder will not take (as Ctrl-C would), and discard it."""
+        self.windows.forget(job.cancel)   # continued, if stopped for another's window
         job.cancel.count += 1
         if job.thread is not None:
             job.thread.join()

@@ -53,9 +53,10 @@ class TrialRunner:
 
 @dataclass
 class Slot:
-    """A process run side by side with others (trials.gpus): its GPU (CUDA_VISIBLE_DEVICES) and
-    what stops it from another thread, as Ctrl-C would (run_child's signals: a ``count``)."""
-    gpu: str
+    """A process run side by side with others (trials.gpus): its GPU (CUDA_VISIBLE_DEVICES; None:
+    every GPU visible, as the baseline ran) and what stops it from another thread, as Ctrl-C
+    would (run_child's signals: a ``count``; its ``pgid`` while it runs)."""
+    gpu: str | None
     cancel: object
 
 
@@ -106,7 +107,7 @@ def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = 
                             [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile, quiet_s(ctx.lookahead))
     if (profile if first is None else first) and stack:
         spec["stop_if_refused"] = sorted({p.name for p in stack[-1].parts})
-    if ctx.slot is not None:   # a GPU of its own (trials.gpus), set before the script's first line
+    if ctx.slot is not None and ctx.slot.gpu is not None:   # a GPU of its own (trials.gpus), set before the script's first line
         spec["environ"] = {**spec.get("environ", {}), "CUDA_VISIBLE_DEVICES": ctx.slot.gpu}
     return spec
 
@@ -157,7 +158,8 @@ def _run_split(ctx: TrialContext, name: str, stack: list[Candidate], guesses) ->
     spec = {**_spec(ctx, name, stack, True), **ctx.split_profile, "measure_steps": 0,
             "run_dir": str(Path(ctx.run_dir) / "trials" / name / "profile")}
     prof = run_child(spec, timeout=ctx.trial_timeout, step_timeout=ctx.opts.step_timeout,
-                     stdout_to_stderr=ctx.stdout_to_stderr, stall_timeout=ctx.opts.stall_timeout)
+                     stdout_to_stderr=ctx.stdout_to_stderr, stall_timeout=ctx.opts.stall_timeout,
+                     on_progress=ctx.ahead.on_stage, signals=ctx.slot.cancel if ctx.slot is not None else None)
     child["trace_files"] = prof.get("trace_files") or []
     analysis, model, _err = results.analyze_trace_files(ctx.run_dir, child["trace_files"])
     results.merge_child_results(analysis, child)
