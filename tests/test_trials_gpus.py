@@ -390,6 +390,9 @@ def test_no_gpu_is_calibrated_beside_the_repeat_when_the_loader_sets_the_step(tm
     repeat = next(p for p in result["gpus"]["processes"] if p["process"] == "00-baseline-repeat")
     assert any(g["from_s"] < repeat["to_s"] for g in result["gpus"]["guesses"])
     assert result["gpus"]["processes"][1]["started_on_a_guess"]
+    # ... and the rung after it, on the branch where the first is kept (three GPUs: none idles)
+    assert any(g["process"].startswith("02-") and g["from_s"] < repeat["to_s"] for g in result["gpus"]["guesses"]), \
+        result["gpus"]["guesses"]
 
 
 def test_the_same_rung_on_both_branches_runs_twice_and_the_one_taken_gets_its_name(tmp_path):

@@ -79,6 +79,12 @@ def likely_next(ladder: LadderView, cand: Candidate | None, name: str = "") -> l
             if not kept:  # next rejected too: the rung after it, when its process is long to start
                 soon += [(trial_name(nxt + 1, c), [*stack, c], True)
                          for c in alternatives(p, kept_names, args) if rungs.slow_start(c)]
+            if cand is None and len(ladder.ctx.gpus) > 2:
+                # After the repeat the stack stays as it is and its first rung is all but
+                # certain: on GPUs side by side, the rung after it, on either of its verdicts,
+                # runs too (two of four GPUs idled through a 30 s repeat otherwise).
+                later += [*two_ahead(ladder, [*stack, p.rung], p, kept_names, args),
+                          *((trial_name(nxt + 1, c), [*stack, c], True) for c in alternatives(p, kept_names, args))]
             if kept:
                 later += [(trial_name(nxt, c), [*stack, c], True)
                           for c in [*alternatives(p, kept_names, args), *bound, *retries(ladder, kept_names),
