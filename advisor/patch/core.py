@@ -158,13 +158,20 @@ class PatchContext:
         """The lines of ``f`` that ran, or None when the run recorded no lines at all."""
         if not self.executed:
             return None
+        return self._ran_map().get(os.path.realpath(f.path), set())
+
+    def ran_files(self) -> list[str]:
+        """The files whose lines ran (real paths; none when the run recorded no lines)."""
+        return list(self._ran_map()) if self.executed else []
+
+    def _ran_map(self) -> dict[str, set[int]]:
         if self._ran is None:
             self._ran = {}
             for path, lines in self.executed.items():
                 real = self._resolve_path(str(path))
                 if real is not None:
                     self._ran.setdefault(os.path.realpath(real), set()).update(int(x) for x in lines)
-        return self._ran.get(os.path.realpath(f.path), set())
+        return self._ran
 
     def ran(self, f: SourceFile, stmt) -> bool | None:
         """Whether a statement ran (for a compound statement, its header); None: not known."""
@@ -263,6 +270,16 @@ class PatchContext:
         anchor, after = target
         self.insert(f, anchor, code, after=after, prio=prio, blank=after)
         return anchor
+
+    def insert_after_imports(self, f: SourceFile, codes: list[str], prio: int, lines_before: int = 0) -> None:
+        """Module-level statements after the imports, in this order (definitions: lines_before
+        blank lines above each, as PEP 8 has them)."""
+        target = settings_anchor(f.module)
+        if target is None:
+            raise SkipFix(f"{f.rel} is empty")
+        anchor, after = target
+        for i, code in enumerate(codes):
+            self.insert(f, anchor, code, after=after, prio=prio + i, blank=after and not i, lines_before=lines_before)
 
     # --- output
     def render(self, notes: list[dict]) -> str:

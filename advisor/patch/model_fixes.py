@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from . import knobs
@@ -310,10 +312,31 @@ def amp(ctx: PatchContext, fix: dict, p: dict) -> dict:
     def make(body):
         return cst.With(items=[cst.WithItem(item=cst.parse_expression(head))], body=cst.IndentedBlock(body=body))
     ctx.wrap(f, stmt, last, make)
+    if _names_bce(ctx, f):   # refused under autocast: float32 outside it, as the trial ran it
+        from advisor.interventions.amp import BCE_FLOAT32, BCE_INSTALL
+
+        ctx.insert_after_imports(f, [BCE_FLOAT32, BCE_INSTALL], PRIO_INPUT, lines_before=2)
+        extra["bce_float32"] = True
     if dtype == "float16":
         add_warning(extra, "float16 autocast also needs torch.amp.GradScaler around backward and step: not added")
     span = f"{f.line_of(stmt)}-{f.pos[last].end.line}"
     return applied(location(f, f.line_of(stmt)), [f"with {head}: around lines {span}"], changes_numerics=True, **extra)
+
+
+def _names_bce(ctx: PatchContext, f: SourceFile) -> bool:
+    """The script's code that ran (f where no lines were recorded) names binary cross-entropy:
+    nn.BCELoss or F.binary_cross_entropy (not its with_logits form, which autocast allows)."""
+    for path in ctx.ran_files() or [f.path]:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                if _BCE.search(fh.read()):
+                    return True
+        except (OSError, UnicodeDecodeError):
+            continue
+    return False
+
+
+_BCE = re.compile(r"\bBCELoss\b|\bbinary_cross_entropy\s*\(")
 
 
 def torch_compile(ctx: PatchContext, fix: dict, p: dict) -> dict:
