@@ -1337,14 +1337,15 @@ def test_a_ceiling_well_under_the_stack_lets_the_data_fix_run_and_a_changed_comp
     assert result["ceiling"]["name"] == "ceiling-data-free" and result["ceiling"]["ceiling"]
 
 
-def test_ddp_runs_after_every_other_fix_and_brings_no_retry(tmp_path):
-    """Tune one GPU, then scale out: ddp waits behind every other queued fix, torch.compile
-    too (each trial after a kept ddp is a run over every GPU, one at a time, where the trials
-    before it run side by side). A fix rejected before is not tried again on ddp's stack, though
-    its samples/s is much higher: each GPU's step is what it was."""
+def test_ddp_goes_last_and_brings_no_retry(tmp_path):
+    """Tune one GPU, then scale out: ddp waits behind every queued fix that does not go last
+    (each trial after a kept ddp is a run over every GPU, one at a time, where the trials before
+    it run side by side), and among those that do it comes in gain order, before torch.compile
+    here. A fix rejected before is not tried again on ddp's stack, though its samples/s is much
+    higher: each GPU's step is what it was."""
     ddp = "ddp(nproc=2)"
-    speeds = {(): [100.0], ("tf32",): [99.0], ("channels-last",): [80.0], ("channels-last", RO): [70.0],
-              ("channels-last", RO, ddp): [_timed(70.0, batch=16)]}
+    speeds = {(): [100.0], ("tf32",): [99.0], ("channels-last",): [80.0],
+              ("channels-last", ddp): [_timed(80.0, batch=16)], ("channels-last", ddp, RO): [_timed(70.0, batch=16)]}
     base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}}
     result, calls, _ = ladder(tmp_path, speeds,
                               [_finding("ddp", 90.0), _finding("torch-compile", 50.0), _finding("tf32", 6.0),
@@ -1352,8 +1353,8 @@ def test_ddp_runs_after_every_other_fix_and_brings_no_retry(tmp_path):
                               environment={"gpu_count": 2}, baseline=base,
                               rules=[_finding("ddp", 90.0), _finding("tf32", 6.0)])
     names = [c[0] for c in calls]
-    assert names[:5] == ["00-baseline-repeat", "01-tf32", "02-channels-last", "03-torch-compile-reduce-overhead",
-                         "04-ddp"], names
-    assert _rec(result, "01-")["status"] == "rejected" and _rec(result, "04-")["status"] == "accepted"
-    assert not any("tf32" in n for n in names[5:]), names
-    assert [c["name"] for c in result["stack"]] == ["channels-last", "torch-compile", "ddp"]
+    assert names[:5] == ["00-baseline-repeat", "01-tf32", "02-channels-last", "03-ddp",
+                         "04-torch-compile-reduce-overhead"], names
+    assert _rec(result, "01-")["status"] == "rejected" and _rec(result, "03-")["status"] == "accepted"
+    assert not any("tf32" in n for n in names[3:]), names
+    assert [c["name"] for c in result["stack"]] == ["channels-last", "ddp", "torch-compile"]

@@ -52,8 +52,7 @@ class Fix:
     bundled: ClassVar[bool] = False           # small and safe: trialled together with the others queued
     partner: ClassVar[str | None] = None      # pays only with this fix on an NCHW conv net: one rung
     last: ClassVar[bool] = False              # tried after every other queued fix
-    # runs a process per GPU (ddp): tried after every other queued fix, torch.compile too, and
-    # nothing rejected before is retried on its stack (trials.rungs.goes_last, ladder._commit)
+    # runs a process per GPU (ddp): nothing rejected before is retried on its stack (ladder._commit)
     scales_out: ClassVar[bool] = False
     compiles: ClassVar[bool] = False          # compiles the model: fixes on a host-bound step ride with it
     rides_with_compile: ClassVar[bool] = False  # rejected on a host-bound step: tried again with compile

@@ -133,18 +133,10 @@ def riders_of(cand: Candidate) -> list[Candidate]:
     return [p for p in cand.parts if not fixes.trait(p.name, "compiles")] if compiles(cand) else []
 
 
-def _lateness(name: str) -> int:
-    """0: in gain order; 1: after those (Fix.last: torch.compile); 2: after every other fix
-    (Fix.scales_out: ddp)."""
-    return 2 if fixes.trait(name, "scales_out") else 1 if fixes.trait(name, "last") else 0
-
-
 def goes_last(cand: Candidate, queue: list[Candidate], done: set[str], apart: set[str]) -> bool:
-    """Whether cand (a fix that goes last, or scales out) should wait behind another fix still
-    to try that goes sooner."""
-    late = _lateness(cand.name)
-    return late > 0 and any(
-        _lateness(q.name) < late and q.name not in apart and q.key not in done and q.name not in done
+    """Whether cand (a fix that goes last) should wait behind another fix still to try."""
+    return fixes.trait(cand.name, "last") and any(
+        not fixes.trait(q.name, "last") and q.name not in apart and q.key not in done and q.name not in done
         for q in queue)
 
 
