@@ -33,7 +33,7 @@ class StageOptions:
     verify: bool = True                  # --no-verify: fixes.patch is written, not run
     only: set[str] | None = None         # --fix: these fixes' trials only
     applied: list[dict] = field(default_factory=list)  # --apply: in every run, and in the patch
-    budget_s: float = 240.0
+    budget_s: float | None = None        # --budget: the whole analyze (None: trials.default_budget_s)
     max_trials: int = 16
     trial_timeout: float = 900.0
     lookahead: int | None = None         # processes started ahead (None: by the host)
@@ -205,7 +205,8 @@ class Analyze:
             self.progress(f"trials side by side on {len(where['gpus'])} GPUs ({', '.join(where['gpus'])}), one each")
         ctx = trials.TrialContext(
             script=self.script, script_args=self.script_args, run_dir=self.run_dir, opts=opts, baseline=child,
-            baseline_findings=doc["findings"], environment=doc["environment"], budget_s=st.budget_s,
+            baseline_findings=doc["findings"], environment=doc["environment"],
+            budget_s=st.budget_s or trials.default_budget_s(len(where["gpus"])), started=self.started,
             max_trials=st.max_trials, trial_timeout=st.trial_timeout, only=st.only, applied=st.applied,
             stdout_to_stderr=st.json, warm=warm, held=held, lookahead=st.lookahead, progress=self.progress,
             split_profile=split_profile, interrupted=self.ctrl_c.pressed, allow=st.allow, gpus=where["gpus"])

@@ -438,3 +438,23 @@ def test_a_ctrl_c_after_the_patch_was_verified_beside_the_trials_does_not_call_i
     skipped = {"patch": {"file": "fixes.patch", "verification": {"status": "skipped"}}}
     assert interrupted_reason(skipped, "trials").endswith(", not verified")
     assert "fixes.patch" not in interrupted_reason({}, "trials")
+
+
+def test_the_budget_is_the_whole_analyzes_and_keeps_room_for_what_is_left(tmp_path):
+    """--budget counts from the analyze's start (its baseline in it): no process starts that would
+    not end inside it, as long as the processes so far took (their median; the baseline's
+    before any), with the patch's verification still to come on one GPU (beside the trials on
+    several). The default shrinks with the GPUs side by side."""
+    assert [trials.default_budget_s(n) for n in (0, 1, 2, 3, 4, 8)] == [240.0, 240.0, 180.0, 180.0, 120.0, 120.0]
+
+    def ctx(gpus, took=()):
+        c = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
+                         baseline={**_timed(100.0), "elapsed_s": 30.0}, baseline_findings=[], environment={},
+                         budget_s=150.0, started=time.monotonic() - 100.0, gpus=gpus)
+        c.took.extend(took)
+        return c
+
+    assert ctx([]).out_of_budget()                       # 100 s + a trial and the verification, 30 s each
+    assert not ctx(["0", "1"]).out_of_budget()           # 100 s + a trial: the verification runs beside
+    assert not ctx([], took=[10.0, 12.0, 50.0]).out_of_budget()   # the processes so far took 12 s
+    assert ctx(["0", "1"], took=[55.0]).out_of_budget()

@@ -155,7 +155,7 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
         nproc_per_node=specs.launch_nproc(applied, max(1, ns.nproc_per_node)))
     stages = StageOptions(
         trials=not ns.no_trials, verify=not getattr(ns, "no_verify", False), only=only, applied=applied,
-        budget_s=ns.budget * 60.0, max_trials=ns.max_trials, trial_timeout=ns.trial_timeout, json=ns.json,
+        budget_s=ns.budget * 60.0 if ns.budget else None, max_trials=ns.max_trials, trial_timeout=ns.trial_timeout, json=ns.json,
         run_steps=getattr(ns, "run_steps", None), allow=allow, gpus=getattr(ns, "gpus", None),
         trial_gpus=getattr(ns, "trial_gpus", None),
         # ranks start under torch.distributed.run, never ahead (runner/ranks.py)

@@ -13,6 +13,7 @@ could turn on that one run (advisor.trials.verdicts.retime_reference).
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 from advisor import engine, fixes, measure
@@ -106,6 +107,8 @@ class _Ladder:
             raise Interrupted(name)
         self.result["processes"] += 1
         child, analysis, model = self.ctx.runner.process(self.ctx, name, stack, profile, guesses)
+        if child.get("status") == "complete" and isinstance(child.get("elapsed_s"), (int, float)):
+            self.ctx.took.append(float(child["elapsed_s"]))   # how long the next ones should take (out_of_budget)
         if child.get("interrupted"):
             self.result["interrupted"] = True
         if self.stopping() and child.get("status") != "complete":
@@ -171,7 +174,8 @@ class _Ladder:
         if not isinstance(per, (int, float)) or per <= 0:
             return
         n = 2 + len({c.key for c in self.queue})
-        expected = min(n * per, self.ctx.budget_s)
+        left = self.ctx.budget_s - (time.monotonic() - self.ctx.started)   # of the whole analyze's budget
+        expected = max(0.0, min(n * per, left))
         self.result["expected_s"] = round(expected, 1)
         capped = " (the budget)" if expected < n * per else ""
         took = f"{expected / 60:.0f} min" if expected >= 90 else f"{expected:.0f} s"

@@ -4,6 +4,7 @@ the group's best so far."""
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,7 +70,7 @@ class TrialContext:
     baseline: dict                  # the baseline's child result
     baseline_findings: list
     environment: dict
-    budget_s: float = 240.0
+    budget_s: float = 240.0         # the whole analyze's, from `started` (its start: advisor.pipeline)
     max_trials: int = 16
     trial_timeout: float = 900.0
     only: set[str] | None = None
@@ -89,9 +90,25 @@ class TrialContext:
     allow: frozenset = frozenset()  # --allow: what a fix may override of the user's choices (Fix.allowed_by)
     gpus: list[str] = field(default_factory=list)  # the trials' GPUs, several: side by side (trials.gpus)
     slot: Slot | None = None        # this process's GPU and its stop, side by side (trials.gpus)
+    took: list[float] = field(default_factory=list)   # each finished process's seconds (the ladder's)
 
     def out_of_budget(self) -> bool:
-        return time.monotonic() - self.started > self.budget_s
+        """No process starts that would not end inside the budget, with the patch's verification
+        still to come after the trials on one GPU (beside them on several): each as long as the
+        processes so far took (their median; the baseline's before any)."""
+        per = statistics.median(self.took) if self.took else float(self.baseline.get("elapsed_s") or 0.0)
+        left = 1 if len(self.gpus) > 1 else 2
+        return time.monotonic() - self.started + left * per > self.budget_s
+
+
+# The whole analyze's default budget, by the GPUs its trials run on side by side: side by side,
+# the guesses take the next processes' start-up off the ladder's chain of verdicts.
+DEFAULT_BUDGET_S = {1: 240.0, 2: 180.0, 4: 120.0}
+
+
+def default_budget_s(gpus: int) -> float:
+    """--budget's default for trials on this many GPUs side by side (1: one after another)."""
+    return DEFAULT_BUDGET_S[max(k for k in DEFAULT_BUDGET_S if k <= max(1, gpus))]
 
 
 def finished(child: dict) -> bool:
