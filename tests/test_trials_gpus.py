@@ -458,3 +458,7 @@ def test_the_budget_is_the_whole_analyzes_and_keeps_room_for_what_is_left(tmp_pa
     assert not ctx(["0", "1"]).out_of_budget()           # 100 s + a trial: the verification runs beside
     assert not ctx([], took=[10.0, 12.0, 50.0]).out_of_budget()   # the processes so far took 12 s
     assert ctx(["0", "1"], took=[55.0]).out_of_budget()
+    # the patch's run as the kept stack's process took, its samples computed (not loaded)
+    slow = ctx(["0", "1"], took=[10.0])
+    slow.verify_s = 60.0
+    assert slow.out_of_budget() and not ctx(["0", "1"], took=[10.0]).out_of_budget()

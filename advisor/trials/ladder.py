@@ -438,6 +438,8 @@ class _Ladder:
         # could not change.
         self.ref_runs, self.ref_config = runs, {**(runs[0].get("config") or self.ref_config), **self.facts}
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
+        if isinstance(runs[0].get("elapsed_s"), (int, float)):   # the patch's run to come (out_of_budget)
+            self.ctx.verify_s = runs[0]["elapsed_s"] + measure.samples_cache_s(runs[0])
         if self.stopping():
             return  # nothing runs after it: no requeue
         now = (self.ref_ms(), rungs.idle_share(analysis))

@@ -91,14 +91,18 @@ class TrialContext:
     gpus: list[str] = field(default_factory=list)  # the trials' GPUs, several: side by side (trials.gpus)
     slot: Slot | None = None        # this process's GPU and its stop, side by side (trials.gpus)
     took: list[float] = field(default_factory=list)   # each finished process's seconds (the ladder's)
+    # what the patch's plain-python run should take: the kept stack's process, its samples
+    # computed as the user's run will (not loaded from the analyze's cache); None: as `took`
+    verify_s: float | None = None
 
     def out_of_budget(self) -> bool:
-        """No process starts that would not end inside the budget, with the patch's verification
-        still to come after the trials on one GPU (beside them on several): each as long as the
-        processes so far took (their median; the baseline's before any)."""
+        """No process starts that would not end inside the budget, as long as the processes so
+        far took (their median; the baseline's before any), with the patch's verification still
+        to come: after it on one GPU, beside it on several."""
         per = statistics.median(self.took) if self.took else float(self.baseline.get("elapsed_s") or 0.0)
-        left = 1 if len(self.gpus) > 1 else 2
-        return time.monotonic() - self.started + left * per > self.budget_s
+        verify = per if self.verify_s is None else self.verify_s
+        left = max(per, verify) if len(self.gpus) > 1 else per + verify
+        return time.monotonic() - self.started + left > self.budget_s
 
 
 # The whole analyze's default budget, by the GPUs its trials run on side by side: side by side,
