@@ -208,7 +208,7 @@ class Analyze:
             baseline_findings=doc["findings"], environment=doc["environment"],
             budget_s=st.budget_s or trials.default_budget_s(len(where["gpus"])), started=self.started,
             max_trials=st.max_trials, trial_timeout=st.trial_timeout, only=st.only, applied=st.applied,
-            stdout_to_stderr=st.json, warm=warm, held=held, lookahead=st.lookahead, progress=self.progress,
+            stdout_to_stderr=st.json, started_ahead=(warm, held), lookahead=st.lookahead, progress=self.progress,
             split_profile=split_profile, interrupted=self.ctrl_c.pressed, allow=st.allow, gpus=where["gpus"])
         result = trials.run_trials(
             ctx, on_final_stack=lambda result, runner: self._verify_beside(beside, opts, doc, child, result, runner))

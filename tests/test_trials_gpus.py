@@ -451,7 +451,7 @@ def test_the_budget_is_the_whole_analyzes_and_keeps_room_for_what_is_left(tmp_pa
         c = TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
                          baseline={**_timed(100.0), "elapsed_s": 30.0}, baseline_findings=[], environment={},
                          budget_s=150.0, started=time.monotonic() - 100.0, gpus=gpus)
-        c.took.extend(took)
+        c.pace.took.extend(took)
         return c
 
     assert ctx([]).out_of_budget()                       # 100 s + a trial and the verification, 30 s each
@@ -460,5 +460,5 @@ def test_the_budget_is_the_whole_analyzes_and_keeps_room_for_what_is_left(tmp_pa
     assert ctx(["0", "1"], took=[55.0]).out_of_budget()
     # the patch's run as the kept stack's process took, its samples computed (not loaded)
     slow = ctx(["0", "1"], took=[10.0])
-    slow.verify_s = 60.0
+    slow.pace.verify_s = 60.0
     assert slow.out_of_budget() and not ctx(["0", "1"], took=[10.0]).out_of_budget()

@@ -80,11 +80,7 @@ def likely_next(ladder: LadderView, cand: Candidate | None, name: str = "") -> l
                 soon += [(trial_name(nxt + 1, c), [*stack, c], True)
                          for c in alternatives(p, kept_names, args) if rungs.slow_start(c)]
             if cand is None and len(ladder.ctx.gpus) > 2:
-                # After the repeat the stack stays as it is and its first rung is all but
-                # certain: on GPUs side by side, the rung after it, on either of its verdicts,
-                # runs too (two of four GPUs idled through a 30 s repeat otherwise).
-                later += [*two_ahead(ladder, [*stack, p.rung], p, kept_names, args),
-                          *((trial_name(nxt + 1, c), [*stack, c], True) for c in alternatives(p, kept_names, args))]
+                later += after_the_first(ladder, stack, p, kept_names, args)
             if kept:
                 later += [(trial_name(nxt, c), [*stack, c], True)
                           for c in [*alternatives(p, kept_names, args), *bound, *retries(ladder, kept_names),
@@ -112,6 +108,14 @@ def likely_next(ladder: LadderView, cand: Candidate | None, name: str = "") -> l
         if kept and len(ladder.ref_runs) == 1:
             first.append((f"{name}-reference", list(ladder.stack), False))
     return unique([*first, *likely, *soon, *later])
+
+
+def after_the_first(ladder: LadderView, stack: list[Candidate], p: rungs.Pick, kept: set[str], args: dict) -> list:
+    """While the repeat runs: the stack stays as it is and its first rung (p.rung) is all but
+    certain, so on GPUs side by side the rung after it runs too, on either of its verdicts (two
+    of four GPUs idled through a 30 s repeat otherwise)."""
+    return [*two_ahead(ladder, [*stack, p.rung], p, kept, args),
+            *((trial_name(ladder.n + 2, c), [*stack, c], True) for c in alternatives(p, kept, args))]
 
 
 def two_ahead(ladder: LadderView, stack: list[Candidate], p: rungs.Pick, kept: set[str], args: dict) -> list:

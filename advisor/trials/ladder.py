@@ -41,9 +41,9 @@ def run_trials(ctx: TrialContext, on_final_stack=None) -> dict:
     if len(ctx.gpus) > 1:   # the guesses run to the end on the other GPUs, one each (trials.gpus)
         side_by_side = ctx.runner = ParallelRunner(ctx.runner, ctx.gpus)
         count = len(ctx.gpus) - 1
-    ctx.ahead = Lookahead(ctx.run_dir, count, str(Path.cwd()), ctx.stdout_to_stderr, ctx.warm, ctx.held)
+    ctx.ahead = Lookahead(ctx.run_dir, count, str(Path.cwd()), ctx.stdout_to_stderr, *ctx.started_ahead)
     ctx.ahead.note(ctx.baseline)
-    ctx.warm = ctx.held = None
+    ctx.started_ahead = (None, None)
     try:
         result = _Ladder(ctx, on_final_stack).run()
         result["lookahead"] = ctx.ahead.summary()
@@ -108,7 +108,7 @@ class _Ladder:
         self.result["processes"] += 1
         child, analysis, model = self.ctx.runner.process(self.ctx, name, stack, profile, guesses)
         if child.get("status") == "complete" and isinstance(child.get("elapsed_s"), (int, float)):
-            self.ctx.took.append(float(child["elapsed_s"]))   # how long the next ones should take (out_of_budget)
+            self.ctx.pace.took.append(float(child["elapsed_s"]))   # how long the next ones should take (out_of_budget)
         if child.get("interrupted"):
             self.result["interrupted"] = True
         if self.stopping() and child.get("status") != "complete":
@@ -439,7 +439,7 @@ class _Ladder:
         self.ref_runs, self.ref_config = runs, {**(runs[0].get("config") or self.ref_config), **self.facts}
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
         if isinstance(runs[0].get("elapsed_s"), (int, float)):   # the patch's run to come (out_of_budget)
-            self.ctx.verify_s = runs[0]["elapsed_s"] + measure.samples_cache_s(runs[0])
+            self.ctx.pace.verify_s = runs[0]["elapsed_s"] + measure.samples_cache_s(runs[0])
         if self.stopping():
             return  # nothing runs after it: no requeue
         now = (self.ref_ms(), rungs.idle_share(analysis))

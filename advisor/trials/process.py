@@ -62,6 +62,16 @@ class Slot:
 
 
 @dataclass
+class Pace:
+    """How long the processes take, for the budget (TrialContext.out_of_budget): each finished
+    process's seconds (the ladder's), and what the patch's plain-python run should take: the
+    kept stack's process, its samples computed as the user's run will (not loaded from the
+    analyze's cache); None: as the others."""
+    took: list[float] = field(default_factory=list)
+    verify_s: float | None = None
+
+
+@dataclass
 class TrialContext:
     script: str
     script_args: list[str]
@@ -78,9 +88,10 @@ class TrialContext:
     progress: object = None         # callable(str) for one-line progress
     stdout_to_stderr: bool = False  # --json: the script's output must not mix with advisor's
     started: float = field(default_factory=time.monotonic)
-    warm: object = None             # runner.ahead.WarmChild started ahead for the first trial process
+    # started during the baseline (trials.prep): a runner.ahead.WarmChild for the first trial
+    # process, and a HeldChild for the repeat; taken by the ladder's Lookahead
+    started_ahead: tuple = (None, None)
     lookahead: int | None = None    # guesses started ahead of each trial (None: by the host, lookahead.py)
-    held: object = None             # runner.ahead.HeldChild: the repeat, started during the baseline
     split_profile: dict | None = None  # a short script: profiled trials are profiled in a run of their own (advisor.schedule)
     ahead: object = None            # lookahead.Lookahead, while the ladder runs
     # Ctrl-C was pressed (advisor.commands.analyze): no process starts after it; None: only a
@@ -90,17 +101,15 @@ class TrialContext:
     allow: frozenset = frozenset()  # --allow: what a fix may override of the user's choices (Fix.allowed_by)
     gpus: list[str] = field(default_factory=list)  # the trials' GPUs, several: side by side (trials.gpus)
     slot: Slot | None = None        # this process's GPU and its stop, side by side (trials.gpus)
-    took: list[float] = field(default_factory=list)   # each finished process's seconds (the ladder's)
-    # what the patch's plain-python run should take: the kept stack's process, its samples
-    # computed as the user's run will (not loaded from the analyze's cache); None: as `took`
-    verify_s: float | None = None
+    pace: Pace = field(default_factory=lambda: Pace())   # how long processes take, for the budget
 
     def out_of_budget(self) -> bool:
         """No process starts that would not end inside the budget, as long as the processes so
         far took (their median; the baseline's before any), with the patch's verification still
         to come: after it on one GPU, beside it on several."""
-        per = statistics.median(self.took) if self.took else float(self.baseline.get("elapsed_s") or 0.0)
-        verify = per if self.verify_s is None else self.verify_s
+        took, verify_s = self.pace.took, self.pace.verify_s
+        per = statistics.median(took) if took else float(self.baseline.get("elapsed_s") or 0.0)
+        verify = per if verify_s is None else verify_s
         left = max(per, verify) if len(self.gpus) > 1 else per + verify
         return time.monotonic() - self.started + left > self.budget_s
 
