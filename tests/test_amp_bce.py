@@ -17,7 +17,7 @@ BCE_LOSS = "loss = nn.BCELoss()(out.sigmoid()[:, 0], (y % 2).float())"
 def test_the_trial_computes_bce_in_float32_outside_autocast(monkeypatch):
     """The function amp.apply installs (its source, bound to a spy in place of torch's BCE):
     under autocast it calls BCE with autocast off and float32 inputs; outside it, as it was."""
-    from advisor.interventions import amp
+    from advisor.runtime.amp_source import BCE_FLOAT32
     from advisor.runtime.patching import source_functions
 
     seen = []
@@ -27,7 +27,7 @@ def test_the_trial_computes_bce_in_float32_outside_autocast(monkeypatch):
         return torch.zeros((), dtype=input.dtype)
 
     monkeypatch.setattr(torch.nn.functional, "binary_cross_entropy", spy)
-    bce = source_functions.__wrapped__("import torch\n\n\n" + amp.BCE_FLOAT32, "test")["_bce_float32"]
+    bce = source_functions.__wrapped__("import torch\n\n\n" + BCE_FLOAT32, "test")["_bce_float32"]
     monkeypatch.setattr(torch.nn.functional, "binary_cross_entropy", bce)   # as amp.apply installs it
     x = torch.rand(4, 1)
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -9,21 +9,10 @@ from __future__ import annotations
 
 import torch
 
+from advisor.runtime.amp_source import BCE_FLOAT32
 from advisor.runtime.patching import accelerator, before_backward, outermost_forward, source_functions
 
 NAME = "amp"
-
-# torch refuses binary_cross_entropy under autocast ("unsafe to autocast"), and a GAN's BCELoss
-# on its discriminator's sigmoid is common: under autocast it runs in float32, outside it (the
-# products before it stay in 16 bits). The same text fixes.patch writes into the script
-# (advisor.patch.model_fixes.amp), where its code names BCE.
-BCE_FLOAT32 = '''def _bce_float32(input, target, *args, _bce=torch.nn.functional.binary_cross_entropy, **kwargs):
-    """binary_cross_entropy is refused under autocast: computed in float32, outside it."""
-    if not torch.is_autocast_enabled(input.device.type):
-        return _bce(input, target, *args, **kwargs)
-    with torch.autocast(input.device.type, enabled=False):
-        return _bce(input.float(), target.float(), *args, **kwargs)'''
-BCE_INSTALL = "torch.nn.functional.binary_cross_entropy = _bce_float32"
 
 
 def _dtype(params) -> torch.dtype:
@@ -65,5 +54,7 @@ def apply(params) -> None:
 
     outermost_forward(pre=enter)
     before_backward(leave)
+    # binary cross-entropy in float32 outside autocast (runtime/amp_source.py); BCELoss calls it
+    # through the module
     bce = source_functions("import torch\n\n\n" + BCE_FLOAT32, "amp fix")["_bce_float32"]
-    torch.nn.functional.binary_cross_entropy = bce   # BCELoss calls it through the module
+    torch.nn.functional.binary_cross_entropy = bce

@@ -313,7 +313,7 @@ def amp(ctx: PatchContext, fix: dict, p: dict) -> dict:
         return cst.With(items=[cst.WithItem(item=cst.parse_expression(head))], body=cst.IndentedBlock(body=body))
     ctx.wrap(f, stmt, last, make)
     if _names_bce(ctx, f):   # refused under autocast: float32 outside it, as the trial ran it
-        from advisor.interventions.amp import BCE_FLOAT32, BCE_INSTALL
+        from advisor.runtime.amp_source import BCE_FLOAT32, BCE_INSTALL
 
         ctx.insert_after_imports(f, [BCE_FLOAT32, BCE_INSTALL], PRIO_INPUT, lines_before=2)
         extra["bce_float32"] = True
