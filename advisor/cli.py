@@ -99,8 +99,8 @@ def _add_analyze_options(p: argparse.ArgumentParser) -> None:
                         "e.g. amp,channels-last,dataloader-workers:num_workers=8")
     p.add_argument("--budget", type=positive_float, default=None, metavar="MIN",
                    help="minutes for the whole analyze: no trial starts that would not end inside them, the "
-                        "patch's verification still to come (default 4; 2 with trials side by side on 4 GPUs or "
-                        "more; the ladder stops sooner when the fixes left cannot be accepted)")
+                        "patch's verification still to come (default 4; with trials side by side, 3 on 2-3 GPUs and 2 on "
+                        "4 or more; the ladder stops sooner when the fixes left cannot be accepted)")
     p.add_argument("--max-trials", type=positive_int, default=16, help="most trials to run (default 16)")
     p.add_argument("--trial-timeout", type=positive_float, default=900.0,
                    help="seconds before a trial is stopped (default 900)")

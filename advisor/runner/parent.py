@@ -186,7 +186,10 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
     stop = Stop(proc, spec, grace)
     with signals if signals is not None else Signals() as signals:
         signals.pgid = stop.pgid
-        rc = follow(proc, progress, limits, stop, signals)
+        try:
+            rc = follow(proc, progress, limits, stop, signals)
+        finally:
+            signals.pgid = None   # its group is gone: nothing may signal the number again
     progress.read_rest()
 
     result, missing = _merged_result(spec["run_dir"], rc, progress.steps)

@@ -31,9 +31,9 @@ from pathlib import Path
 
 from advisor import measure
 from advisor.runner.follow import Signals
-from advisor.trials.windows import Windows
 from advisor.trials.gpu_jobs import Job
 from advisor.trials.process import Slot
+from advisor.trials.windows import Windows
 
 IDLE_MIB = 1024          # a GPU with less memory in use than this runs nothing else
 # A step that waits for its batch this much of the time is set by the loader, not the GPU: a

@@ -101,7 +101,7 @@ class TrialContext:
     allow: frozenset = frozenset()  # --allow: what a fix may override of the user's choices (Fix.allowed_by)
     gpus: list[str] = field(default_factory=list)  # the trials' GPUs, several: side by side (trials.gpus)
     slot: Slot | None = None        # this process's GPU and its stop, side by side (trials.gpus)
-    pace: Pace = field(default_factory=lambda: Pace())   # how long processes take, for the budget
+    pace: Pace = field(default_factory=Pace)   # how long processes take, for the budget
 
     def out_of_budget(self) -> bool:
         """No process starts that would not end inside the budget, as long as the processes so
