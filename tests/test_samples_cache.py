@@ -53,13 +53,13 @@ def test_another_datasets_samples_are_not_taken_for_these(cache_dir):
     other = Counted(seed=1)   # same class and length, other content
     got = precompute.precompute(other)
     assert other.reads == samples_cache.PROBES + 40 and torch.equal(got[5][0], other.images[5].float() / 255.0)
-    assert sorted(p.name.split("-")[0] for p in cache_dir.iterdir()) == ["samples", "samples"]
+    assert sorted(p.name.split("-")[0] for p in cache_dir.glob("*.pt")) == ["samples", "samples"]
 
 
 def test_preload_caches_the_collated_tensors_and_serves_the_same_batches(cache_dir):
     a = preload.preload(Counted(), torch.device("cpu"))
     b = preload.preload(Counted(), torch.device("cpu"))
-    assert [p.name.split("-")[0] for p in cache_dir.iterdir()] == ["collated"]
+    assert [p.name.split("-")[0] for p in cache_dir.glob("*.pt")] == ["collated"]
     assert "loaded_s" in samples_cache.events()[-1]
     assert all(torch.equal(x, y) for x, y in zip(a._data, b._data))
 
@@ -115,3 +115,19 @@ def test_trial_processes_share_the_samples_through_the_run_directory(tmp_path):
     assert runs[0]["losses"][:4] == runs[1]["losses"][:4]   # the same samples, in the same order
     assert measure.samples_cache_s(runs[1]) == pytest.approx(
         runs[1]["samples_cache"][0]["built_s"] - runs[1]["samples_cache"][0]["loaded_s"])
+
+
+def test_a_refusal_on_time_reads_what_an_earlier_trial_measured(cache_dir, monkeypatch):
+    """The time limit is judged on the computing an earlier trial of the analyze measured, not on
+    a new estimate from a few samples (on an H100 one trial computed 60,000 samples in 33.6 s,
+    and the next refused them on an estimate of 63 s against the 60 s limit: its verdict was read
+    on a stack without the preload)."""
+    ds = Counted()
+    assert precompute.plan(ds, max_seconds=1e-9) is not None and samples_cache.built_seconds(ds) is None
+    precompute.precompute(Counted())            # an earlier trial computed and saved them
+    assert samples_cache.built_seconds(Counted()) == pytest.approx(samples_cache.events()[0]["built_s"])
+    assert precompute.plan(Counted(seed=1), max_seconds=1e-9) is not None   # estimated: refused
+    monkeypatch.setattr(samples_cache, "built_seconds", lambda d: 0.0)
+    assert precompute.plan(Counted(seed=1), max_seconds=1e-9) is None        # measured: taken
+    monkeypatch.setattr(samples_cache, "built_seconds", lambda d: 90.0)
+    assert "took 90 s in an earlier trial" in precompute.plan(Counted(), max_seconds=60.0)

@@ -113,11 +113,15 @@ def plan(dataset, max_bytes: int = MAX_BYTES, max_seconds: float = MAX_SECONDS) 
                 return f"dataset[{i}] {SAMPLES_VARY}: precomputing would freeze them"
         per_sample = (time.perf_counter() - t0) / (2 * len(probes))
         size = _nbytes(dataset[probes[0]]) * n
+        # measured by an earlier trial of the analyze, else estimated from the probes
+        took = samples_cache.built_seconds(dataset) if size <= max_bytes else None
     finally:
         restore_rng(states)
     if size > max_bytes:
         return f"the samples would take ~{size / (1 << 30):.1f} GiB (limit {max_bytes / (1 << 30):.0f} GiB)"
-    if per_sample * n > max_seconds:
+    if took is not None and took > max_seconds:
+        return f"computing every sample took {took:.0f} s in an earlier trial (limit {max_seconds:.0f} s)"
+    if took is None and per_sample * n > max_seconds:
         return f"computing every sample would take ~{per_sample * n:.0f} s (limit {max_seconds:.0f} s)"
     return None
 
