@@ -1358,3 +1358,21 @@ def test_ddp_goes_last_and_brings_no_retry(tmp_path):
     assert _rec(result, "01-")["status"] == "rejected" and _rec(result, "03-")["status"] == "accepted"
     assert not any("tf32" in n for n in names[3:]), names
     assert [c["name"] for c in result["stack"]] == ["channels-last", "ddp", "torch-compile"]
+
+
+def test_a_trial_whose_kept_fix_did_not_apply_is_not_judged_on_the_wrong_stack(tmp_path):
+    """On an H100 a preload kept at +1250% refused in four later trials (a new estimate of its
+    time over the limit): each was timed without it and rejected at -95%. A fix of the stack
+    that applied in the reference's run and not in the trial's fails the trial, with why."""
+    from advisor.runtime.patching import NOT_APPLIED
+
+    amp = "amp(dtype=bfloat16)"
+    lost = {**_timed(95.0), "notes": [f"{NOT_APPLIED} preload-dataset: computing every sample would take ~63 s"]}
+    speeds = {(): [100.0], ("preload-dataset",): [10.0], ("preload-dataset", amp): lost}
+    base = {**_timed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}}
+    result, _, _ = ladder(tmp_path, speeds, [_finding("preload-dataset", 80.0), _finding("amp", 5.0)],
+                          environment={"gpu_count": 1}, baseline=base)
+    rec = _rec(result, "02-")
+    assert rec["status"] == "failed", rec
+    assert rec["reason"] == "preload-dataset, kept before, did not apply in this run: computing every sample would take ~63 s"
+    assert [c["name"] for c in result["stack"]] == ["preload-dataset"]

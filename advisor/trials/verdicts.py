@@ -31,6 +31,10 @@ def judge(runs: list[dict], ref_runs: list[dict], loss_ref: dict, noise: float,
                if n.startswith(f"{NOT_APPLIED} {name}:")}
     if names and len(refused) == len(set(names)):
         return Verdict("skipped", "; ".join(refused.values()))
+    lost = _stack_refused(child, ref_runs, names or [])
+    if lost:   # timed on another stack than the one it is judged against
+        return Verdict("failed", "; ".join(f"{name}, kept before, did not apply in this run: {why}"
+                                           for name, why in lost.items()))
     for r in runs:
         bad = measure.numerics_verdict(r.get("losses") or [], loss_ref.get("losses") or [], changes_numerics)
         if bad:
@@ -47,6 +51,24 @@ def judge(runs: list[dict], ref_runs: list[dict], loss_ref: dict, noise: float,
     if gain >= measure.MIN_GAIN:
         return Verdict("unsure", f"{gain:+.1%} vs the previous stack, under the noise threshold ({over})", gain, threshold)
     return Verdict("rejected", f"{gain:+.1%} vs the previous stack, under the {threshold:.1%} threshold ({over})", gain, threshold)
+
+
+def _refusals(child: dict) -> dict[str, str]:
+    """{fix: why} for each fix a run's notes say did not apply."""
+    out = {}
+    for n in child.get("notes") or []:
+        if n.startswith(NOT_APPLIED):
+            name, _, why = n[len(NOT_APPLIED):].strip().partition(":")
+            out.setdefault(name.strip(), why.strip())
+    return out
+
+
+def _stack_refused(child: dict, ref_runs: list[dict], names: list[str]) -> dict[str, str]:
+    """The fixes of the stack under the trial (not its own) that did not apply in its run
+    though they did in the reference's: a preload refused on a new estimate of its time, a
+    device-memory share read beside other processes."""
+    ref = _refusals(ref_runs[0]) if ref_runs else {}
+    return {name: why for name, why in _refusals(child).items() if name not in names and name not in ref}
 
 
 def runs_text(runs: list[dict], ref_runs: list[dict]) -> str:
