@@ -83,3 +83,37 @@ def test_library_caches_outside_the_project_are_not_redirected(tmp_path, capfd, 
     # (inductor also makes "." — the project, so redirected, harmlessly: a directory)
     notes = sorted(n for n in res["notes"] if n.startswith("trial write redirected") and ".txt" in n)
     assert len(notes) == 2 and "helper.txt" in notes[0] and "mine.txt" in notes[1], notes
+
+
+def test_a_dataloader_workers_writes_are_redirected_too(tmp_path, capfd):
+    """A forked DataLoader worker drops advisor's hooks (it is not the run), but not the
+    sandbox: the observer's open, undone at the fork, had been wrapped by the sandbox's, and
+    undoing it put the real open back in the worker (a dataset caching its decoded samples
+    wrote into the user's project)."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    script = write(proj / "train.py", """
+        import os, torch
+        class Caching(torch.utils.data.Dataset):
+            def __len__(self): return 64
+            def __getitem__(self, i):
+                with open(f"cache-{os.getpid()}.txt", "a") as f:   # in the worker process
+                    f.write(f"{i}\\n")
+                return torch.randn(4)
+        loader = torch.utils.data.DataLoader(Caching(), batch_size=8, num_workers=1)
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(100):
+            for x in loader:
+                model(x).sum().backward(); opt.step(); opt.zero_grad()
+    """)
+    run = tmp_path / "run"
+    spec = {"script": str(script), "argv": ["train.py"], "cwd": str(proj), "run_dir": str(run),
+            "run_name": "01-trial", "warmup_steps": 1, "profile_steps": 0, "measure_steps": 2,
+            "record_memory": False, "with_stack": False, "interventions": [], "sandbox_writes": True,
+            "tb_dir": str(tmp_path / "tb"), "seed": 0}
+    res = run_child(spec, timeout=120, step_timeout=60)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert sorted(p.name for p in proj.iterdir()) == ["train.py"]
+    outputs = run / "outputs" / str(proj.resolve()).lstrip("/")
+    assert list(outputs.glob("cache-*.txt"))

@@ -92,6 +92,10 @@ class Controller:
                 self.observer.uninstall()
         except Exception:
             pass
+        if self.sandbox is not None:
+            # The observer's open, undone above, lay under the sandbox's: undoing it put the
+            # real open back. The worker's writes are the script's: the sandbox again.
+            self.sandbox.install()
 
     # ------------------------------------------------------------------ what the run says
     def progress(self, stage: str, step: int, **info) -> None:
