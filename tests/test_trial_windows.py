@@ -78,6 +78,10 @@ def test_others_stop_while_one_times_its_steps_and_go_on_after(procs):
     assert _wait_state(procs[2].pid, "R") != "T"
     tell_b("done")
     assert all(_wait_state(p.pid, "R") != "T" for p in procs)
+    tell_a("profiler-started")   # a short script's profile, in a process of its own
+    assert _wait_state(procs[1].pid, "T") == "T"
+    tell_a("exporting")
+    assert _wait_state(procs[1].pid, "R") != "T"
 
 
 def test_a_process_that_starts_during_a_window_is_stopped_at_its_first_word(procs):

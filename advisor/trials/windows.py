@@ -7,8 +7,9 @@ beside one such guess put the run-to-run noise at 16-30% (the thresholds at 32-5
 baseline alone had timed within a few %, and a fix measured +35% in one analyze measured -4% in
 the next. So while a process times its steps (from "measuring" until its profile is written),
 every other process of the trials is stopped (SIGSTOP, its whole group: the DataLoader workers
-too) and continued once no window is open. A process stopped this way is continued before it
-is stopped for good (the ladder no longer expects it, or Ctrl-C).
+too) and continued once no window is open. A short script's profile, run in a process of its
+own, is a window too (from its profiler's start). A process stopped this way is continued
+before it is stopped for good (the ladder no longer expects it, or Ctrl-C).
 
 The work each stopped process had queued on its own GPU goes on; its host work waits. A
 process's window is its own few seconds at its end: what the others lose is the sum of those.
@@ -21,7 +22,9 @@ import threading
 
 from advisor.runner.follow import kill_group
 
-OPENS = ("measuring",)
+# A window opens when the process starts timing its steps, or starts its profiler (a short
+# script's profile runs in a process of its own, with no timed steps: advisor.schedule).
+OPENS = ("measuring", "profiler-started")
 CLOSES = ("exporting", "measured", "done")
 
 
