@@ -97,3 +97,20 @@ def test_a_process_that_starts_during_a_window_is_stopped_at_its_first_word(proc
     assert _wait_state(procs[1].pid, "T") == "T"
     tell_a("measured")
     assert _wait_state(procs[1].pid, "R") != "T"
+
+
+def test_a_process_that_said_measuring_before_it_was_stopped_goes_on(procs):
+    """Two processes open their windows at once: the second's record is read after the first's
+    window stopped it. Its window is under way: it is continued (a stop inside it would be
+    timed), and neither is left stopped when both close."""
+    windows = Windows()
+    a, b = Signals(), Signals()
+    a.pgid, b.pgid = procs[0].pid, procs[1].pid
+    tell_a, tell_b = windows.watch(a), windows.watch(b)
+    tell_a("measuring")
+    assert _wait_state(procs[1].pid, "T") == "T"
+    tell_b("measuring")
+    assert _wait_state(procs[1].pid, "R") != "T" and _wait_state(procs[0].pid, "R") != "T"
+    tell_a("done")
+    tell_b("done")
+    assert all(_wait_state(p.pid, "R") != "T" for p in procs) and not windows.stopped

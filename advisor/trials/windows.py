@@ -68,7 +68,12 @@ class Windows:
         with self.lock:
             if signals not in self.timing:
                 self.timing.append(signals)
-        self._stop([s for s in self.running if s not in self.timing])
+            if signals in self.stopped:
+                # it said so before it was stopped (its record is read after): its window is
+                # under way, and a stop inside it would be timed
+                self.stopped.remove(signals)
+                _signal(signals, signal.SIGCONT)
+        self._stop(list(self.running))
 
     def _close(self, signals) -> None:
         with self.lock:
@@ -85,7 +90,7 @@ class Windows:
             if not self.timing:
                 return
             for s in targets:
-                if s not in self.stopped and s in self.running and getattr(s, "pgid", None):
+                if s not in self.stopped and s not in self.timing and s in self.running and getattr(s, "pgid", None):
                     _signal(s, signal.SIGSTOP)
                     self.stopped.append(s)
                     self.stops += 1
