@@ -8,6 +8,14 @@ from test_runner_support import write
 from advisor.runner.parent import run_child
 
 
+def _trial(script, proj, tmp_path, profile_steps: int) -> dict:
+    """A sandboxed trial's spec for the script in `proj`, run directory tmp_path/run."""
+    return {"script": str(script), "argv": ["train.py"], "cwd": str(proj), "run_dir": str(tmp_path / "run"),
+            "run_name": "01-trial", "warmup_steps": 1, "profile_steps": profile_steps, "measure_steps": 2,
+            "record_memory": False, "with_stack": False, "interventions": [], "sandbox_writes": True,
+            "tb_dir": str(tmp_path / "tb"), "seed": 0}
+
+
 def test_trial_writes_are_redirected(tmp_path, capfd):
     proj = tmp_path / "proj"
     (proj / "ckpt").mkdir(parents=True)
@@ -28,10 +36,7 @@ def test_trial_writes_are_redirected(tmp_path, capfd):
             print("lines", len(f.readlines()))
     """)
     run = tmp_path / "run"
-    spec = {"script": str(script), "argv": ["train.py"], "cwd": str(proj), "run_dir": str(run),
-            "run_name": "01-trial", "warmup_steps": 1, "profile_steps": 1, "measure_steps": 2,
-            "record_memory": False, "with_stack": False, "interventions": [], "sandbox_writes": True,
-            "tb_dir": str(tmp_path / "tb"), "seed": 0}
+    spec = _trial(script, proj, tmp_path, profile_steps=1)
     res = run_child(spec, timeout=120, step_timeout=60)
     assert res["status"] == "complete", res["incomplete_reasons"]
     assert (proj / "ckpt" / "model.pt").read_bytes() == b"the user's checkpoint"
@@ -72,10 +77,7 @@ def test_library_caches_outside_the_project_are_not_redirected(tmp_path, capfd, 
             with open({str(home / "mine.txt")!r}, "w") as f:
                 f.write("the script's own output")
     """)
-    spec = {"script": str(script), "argv": ["train.py"], "cwd": str(proj), "run_dir": str(tmp_path / "run"),
-            "run_name": "01-trial", "warmup_steps": 1, "profile_steps": 0, "measure_steps": 2,
-            "record_memory": False, "with_stack": False, "interventions": [], "sandbox_writes": True,
-            "tb_dir": str(tmp_path / "tb"), "seed": 0}
+    spec = _trial(script, proj, tmp_path, profile_steps=0)
     res = run_child(spec, timeout=300, step_timeout=240)
     assert res["status"] == "complete", (res["incomplete_reasons"], res["notes"])
     assert any((home / "inductor").rglob("*")), "inductor's cache stays where torch put it"
@@ -108,10 +110,7 @@ def test_a_dataloader_workers_writes_are_redirected_too(tmp_path, capfd):
                 model(x).sum().backward(); opt.step(); opt.zero_grad()
     """)
     run = tmp_path / "run"
-    spec = {"script": str(script), "argv": ["train.py"], "cwd": str(proj), "run_dir": str(run),
-            "run_name": "01-trial", "warmup_steps": 1, "profile_steps": 0, "measure_steps": 2,
-            "record_memory": False, "with_stack": False, "interventions": [], "sandbox_writes": True,
-            "tb_dir": str(tmp_path / "tb"), "seed": 0}
+    spec = _trial(script, proj, tmp_path, profile_steps=0)
     res = run_child(spec, timeout=120, step_timeout=60)
     assert res["status"] == "complete", res["incomplete_reasons"]
     assert sorted(p.name for p in proj.iterdir()) == ["train.py"]

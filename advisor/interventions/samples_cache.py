@@ -1,7 +1,7 @@
 """The samples precompute-samples and preload-dataset make, made once per analyze: the first
 trial process that computes a dataset's samples saves them, and the next trials of the same
-dataset load them instead of computing them again (64,000 generated images took 50 s in every
-process that preloaded them).
+dataset load them instead of computing them again (a generated dataset's preload can take most
+of every trial's start-up: docs/trials.md, "Samples: computed once per analyze").
 
 A dataset is known by its class, its length and the content of samples spread over it
 (``fingerprint``): a dataset built differently in another process (another seed, other
@@ -74,10 +74,10 @@ _fingerprints: dict[int, tuple] = {}
 
 
 def built_seconds(dataset) -> float | None:
-    """The seconds an earlier trial of this analyze took to compute this dataset's samples (its
-    measurement, where a refusal would otherwise read an estimate from a few samples: one trial
-    computed 60,000 samples in 33.6 s, and the next refused them on an estimate of 63 s against
-    the 60 s limit); None when none did, or outside a trial."""
+    """The seconds an earlier trial of this analyze took to compute this dataset's samples: its
+    measurement, where a refusal would otherwise read a new estimate from a few samples, which
+    near the limit flips from trial to trial (docs/trials.md); None when none did, or outside a
+    trial."""
     root = os.environ.get(ENV)
     key = fingerprint(dataset) if root else None
     if key is None or not os.path.isdir(root):

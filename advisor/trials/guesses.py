@@ -112,8 +112,8 @@ def likely_next(ladder: LadderView, cand: Candidate | None, name: str = "") -> l
 
 def after_the_first(ladder: LadderView, stack: list[Candidate], p: rungs.Pick, kept: set[str], args: dict) -> list:
     """While the repeat runs: the stack stays as it is and its first rung (p.rung) is all but
-    certain, so on GPUs side by side the rung after it runs too, on either of its verdicts (two
-    of four GPUs idled through a 30 s repeat otherwise)."""
+    certain, so on GPUs side by side the rung after it runs too, on either of its verdicts (the
+    GPUs beyond the first rung's idle through the repeat otherwise)."""
     return [*two_ahead(ladder, [*stack, p.rung], p, kept, args),
             *((trial_name(ladder.n + 2, c), [*stack, c], True) for c in alternatives(p, kept, args))]
 

@@ -203,11 +203,16 @@ class Lookahead:
                                                   self.stdout_to_stderr, "warmup" if warmup else "cuda"))
                 except OSError:  # no FIFO here, no process: the trial starts as before
                     break
-        while len(self.spares) < 1 + self.count:
-            warm = start_warm(self.cwd, self.stdout_to_stderr, str(self.dir.parent))
-            if warm is None:  # no FIFO here (os.mkfifo): trials start cold
-                break
-            self.spares.append(warm)
+        self._top_up()
+
+    def _top_up(self) -> None:
+        """Spares up to one for each process that may start next (1 + count)."""
+        with self._lock:
+            while len(self.spares) < 1 + self.count:
+                warm = start_warm(self.cwd, self.stdout_to_stderr, str(self.dir.parent))
+                if warm is None:  # no FIFO here (os.mkfifo): trials start cold
+                    break
+                self.spares.append(warm)
 
     def on_stage(self, stage: str, step: int = 0, info: dict | None = None) -> None:
         """run_child's on_progress for the trial running now. Its "measuring" record carries
@@ -246,10 +251,7 @@ class Lookahead:
         from any thread; another starts in its place, ready for the next such process."""
         with self._lock:
             warm = self.spares.pop(0) if self.spares else None
-            if len(self.spares) < 1 + self.count:
-                fresh = start_warm(self.cwd, self.stdout_to_stderr, str(self.dir.parent))
-                if fresh is not None:
-                    self.spares.append(fresh)
+        self._top_up()
         return warm
 
     def close(self) -> None:

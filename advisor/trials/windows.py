@@ -1,13 +1,13 @@
 """One timed window at a time, for trial processes side by side (advisor.trials.gpus).
 
 Processes on GPUs of their own still share the host: its cores, memory bandwidth and page
-cache. A loader-bound step timed while three other processes build their datasets, compile or
-run eight DataLoader workers each reads their load, not the fix: on four GPUs, a repeat timed
-beside one such guess put the run-to-run noise at 16-30% (the thresholds at 32-59%), where the
-baseline alone had timed within a few %, and a fix measured +35% in one analyze measured -4% in
-the next. So while a process times its steps (from "measuring" until its profile is written),
-every other process of the trials is stopped (SIGSTOP, its whole group: the DataLoader workers
-too) and continued once no window is open. A short script's profile, run in a process of its
+cache. A loader-bound step timed while other processes build their datasets, compile or run
+DataLoader workers reads their load, not the fix: the run-to-run noise, and with it the
+acceptance threshold, rises, and a fix's verdict changes from one analyze to the next
+(docs/trials.md, "One timed window at a time", has the figures). So while a process times its
+steps (from "measuring" until its profile is written), every other process of the trials is
+stopped (SIGSTOP, its whole group: the DataLoader workers too) and continued once no window is
+open. A short script's profile, run in a process of its
 own, is a window too (from its profiler's start). A process stopped this way is continued
 before it is stopped for good (the ladder no longer expects it, or Ctrl-C).
 
