@@ -279,7 +279,8 @@ class PatchContext:
             raise SkipFix(f"{f.rel} is empty")
         anchor, after = target
         for i, code in enumerate(codes):
-            self.insert(f, anchor, code, after=after, prio=prio + i, blank=after and not i, lines_before=lines_before)
+            self.insert(f, anchor, code, after=after, prio=prio + i, blank=after and not i and not lines_before,
+                        lines_before=lines_before)
 
     # --- output
     def render(self, notes: list[dict]) -> str:
