@@ -211,7 +211,9 @@ def test_all_fixes_compose_apply_and_run(cifar):
     assert literal(dl["prefetch_factor"]) == 4 and literal(dl["pin_memory"]) is False
     assert ast.unparse(dl["batch_size"]) == "args.batch_size * 2"
     assert literal(dl["drop_last"]) is True and literal(dl["shuffle"]) is True        # untouched
-    assert ast.unparse(calls(tree, "DataLoader")[0].args[0]) == "[dataset[i] for i in range(len(dataset))]"
+    assert ast.unparse(calls(tree, "DataLoader")[0].args[0]) == "_every_sample(dataset)"
+    defined = [d.name for d in tree.body if isinstance(d, ast.FunctionDef)]
+    assert defined.index("_sample_chunk") == defined.index("_every_sample") + 1   # at module level, in order
     assert LR_COMMENT in cifar.read_text()
 
     sgd = kwargs(calls(tree, "SGD")[0])
@@ -546,7 +548,7 @@ def test_precompute_patch_evaluates_a_dataset_expression_once(tmp_path):
     assert notes[0]["applied"], notes
     apply(script, diff)
     dl = calls(ast.parse(script.read_text()), "DataLoader")[0]
-    assert ast.unparse(dl.args[0]) == "[_dataset[i] for _dataset in [Squares()] for i in range(len(_dataset))]"
+    assert ast.unparse(dl.args[0]) == "_every_sample(Squares())"
     assert run(script).stdout == before
 
 

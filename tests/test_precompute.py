@@ -101,3 +101,46 @@ def test_trial_child_refuses_random_transforms_with_a_note(tmp_path, capfd):
     for run in (res, stopped):
         status, reason, *_ = judge([run], [res], res, 0.05, False, ["precompute-samples"])
         assert status == "skipped" and "random transforms" in reason
+
+
+class Slow(torch.utils.data.Dataset):
+    """Samples that take a while to make, each telling the process that made it."""
+
+    def __len__(self):
+        return 4096
+
+    def __getitem__(self, i):
+        import os
+        import time
+
+        time.sleep(0.0006)   # the first chunk, timed, puts the whole at over SERIAL_S in one process
+        return torch.full((2,), float(i)), {"i": i, "pid": os.getpid()}
+
+
+def test_a_slow_dataset_is_computed_over_forked_processes_in_order():
+    """The samples past the first chunk are made in other processes, and come back in order, as
+    plain tensors (not left in shared memory, where tens of thousands would each hold a mapping);
+    the script's own random streams are untouched."""
+    import os
+
+    from advisor.runtime import samples_source
+
+    random.seed(3)
+    torch.manual_seed(3)
+    expected = (random.random(), torch.rand(1).item())
+    random.seed(3)
+    torch.manual_seed(3)
+    got = precompute.precompute(Slow())
+    assert (random.random(), torch.rand(1).item()) == expected
+    assert [int(x[0]) for x, _ in got] == [s["i"] for _, s in got] == list(range(4096))
+    makers = {s["pid"] for _, s in got[samples_source.CHUNK:]}
+    assert os.getpid() not in makers and len(makers) == samples_source.processes(4096, os.cpu_count() or 1)
+    assert all(s["pid"] == os.getpid() for _, s in got[:samples_source.CHUNK])   # the timed first chunk
+    assert not any(x.is_shared() for x, _ in got)
+
+
+def test_a_quick_dataset_is_computed_in_the_calling_process():
+    ds = Converting(n=3000)
+    got = precompute.every_sample(ds)
+    assert len(got) == 3000
+    assert ds.reads == 3000   # every read here (a forked process's reads would not count)

@@ -12,12 +12,15 @@ checks and after the pass, so the script's own random stream is what it would ha
 
 from __future__ import annotations
 
+import os
+import sys
 import time
+import types
 
 import torch
 
 from advisor.interventions import samples_cache
-from advisor.runtime import SAMPLES_VARY
+from advisor.runtime import SAMPLES_VARY, samples_source
 from advisor.runtime.patching import making_batches, not_applied, restore_rng, rng_states, wrap
 
 NAME = "precompute-samples"
@@ -121,14 +124,30 @@ def plan(dataset, max_bytes: int = MAX_BYTES, max_seconds: float = MAX_SECONDS) 
         return f"the samples would take ~{size / (1 << 30):.1f} GiB (limit {max_bytes / (1 << 30):.0f} GiB)"
     if took is not None and took > max_seconds:
         return f"computing every sample took {took:.0f} s in an earlier trial (limit {max_seconds:.0f} s)"
-    if took is None and per_sample * n > max_seconds:
-        return f"computing every sample would take ~{per_sample * n:.0f} s (limit {max_seconds:.0f} s)"
+    estimate = per_sample * n / samples_source.processes(n, os.cpu_count() or 1)
+    if took is None and estimate > max_seconds:
+        return f"computing every sample would take ~{estimate:.0f} s (limit {max_seconds:.0f} s)"
     return None
 
 
 def every_sample(dataset) -> list:
-    """dataset[i] for every i, in order (the caller restores the random generators)."""
-    return [dataset[i] for i in range(len(dataset))]
+    """dataset[i] for every i, in order, over several forked processes as the patch computes
+    them (runtime/samples_source.py; the caller restores the random generators)."""
+    return _every_sample_module()._every_sample(dataset)
+
+
+MODULE = "advisor_every_sample"
+
+
+def _every_sample_module() -> types.ModuleType:
+    """The patch's text, executed once as a module of its own: the forked processes find its
+    chunk function by name, as they find the patched script's."""
+    if MODULE not in sys.modules:
+        module = types.ModuleType(MODULE)
+        module.torch = torch
+        exec(compile(samples_source.SOURCE, f"<advisor {NAME} fix>", "exec"), module.__dict__)  # noqa: S102 - advisor's own text
+        sys.modules[MODULE] = module
+    return sys.modules[MODULE]
 
 
 def precompute(dataset) -> Precomputed:

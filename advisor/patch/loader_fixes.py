@@ -7,6 +7,8 @@ import os
 
 import libcst as cst
 
+from advisor.runtime import samples_source
+
 from . import knobs
 from .call_args import (
     code_of,
@@ -259,14 +261,16 @@ def _dataset_arg(ctx: PatchContext, fix: dict) -> tuple[SourceFile, cst.Call, st
 
 def precompute_samples(ctx: PatchContext, fix: dict, p: dict) -> dict:
     """precompute-samples: the DataLoader reads a list of the dataset's samples, made once."""
-    f, call, here, text, named = _dataset_arg(ctx, fix)
-    value = f"[{text}[i] for i in range(len({text}))]" if named else \
-        f"[_dataset[i] for _dataset in [{text}] for i in range(len(_dataset))]"   # the expression once
+    f, call, here, text, _named = _dataset_arg(ctx, fix)
+    value = f"_every_sample({text})"   # an expression is evaluated once, as an argument
+    for definition in samples_source.DEFINITIONS:
+        define_before(ctx, f, call, definition)
 
     def edit(c: cst.Call) -> cst.Call:
         return set_arg(c, "dataset", value, 0)
     ctx.on_node(f, call, edit)
-    return applied(here, [f"dataset={value} (samples computed once; keep random augmentation out of it)"],
+    return applied(here, [f"dataset={value} (samples computed once, over up to {samples_source.PROCESSES} "
+                          "processes, function _every_sample at module level; keep random augmentation out of it)"],
                    warning="only for deterministic per-sample work: advisor checked that dataset[i] repeats")
 
 
@@ -282,7 +286,7 @@ class _PreloadedOnDevice(torch.utils.data.Dataset):
     (added by advisor's preload-dataset fix: deterministic per-sample work only)."""
 
     def __init__(self, dataset, device):
-        samples = torch.utils.data.default_collate([dataset[i] for i in range(len(dataset))])
+        samples = torch.utils.data.default_collate(_every_sample(dataset))
         self.data = torch.utils._pytree.tree_map(lambda t: t.to(device), samples)
         self.device, self.n = torch.device(device), len(dataset)
 
@@ -377,7 +381,7 @@ def preload_dataset(ctx: PatchContext, fix: dict, p: dict) -> dict:
         raise SkipFix(f"the DataLoader at {here} has its own collate_fn")
     device = device_type(ctx, p)
     keeps = _own_sampling(call)
-    for cls in [PRELOADED_CLASS, *([] if keeps else [BATCHES_CLASS])]:
+    for cls in [*samples_source.DEFINITIONS, PRELOADED_CLASS, *([] if keeps else [BATCHES_CLASS])]:
         define_before(ctx, f, call, cls)
 
     # an expression is evaluated once, bound where the sampler that follows can count it

@@ -1,6 +1,7 @@
 """What the fixes' run-time parts (advisor.interventions), the DALI planner and the runner share
 inside the script's process: the patching helpers (patching.py, torch imported), the call-site
-finder (sites.py), the fixes' source texts (ddp_source.py, padding_source.py, amp_source.py).
+finder (sites.py), the fixes' source texts (ddp_source.py, padding_source.py, amp_source.py,
+samples_source.py).
 Nothing here imports the runner, the fixes or the interventions, so each of them can build on it.
 
 This module stays torch-free: the trials ladder reads NOT_APPLIED in the parent process.
