@@ -129,6 +129,8 @@ class Verification(TypedDict, total=False):
     stack_samples_per_s: float | None
     stack_estimated: str           # the stack less a left-out fix: no run timed it (payback.patched_record)
     within_noise: float            # verified under 90% of the stack, inside this run-to-run band
+    stack_runs: int                # 2: the stack was timed again, the patched run falling short of it
+    timed_once: str                # why no second run was made where one fell short (--budget)
     checks: list[VerificationCheck]
     loss_finite: bool
 

@@ -72,6 +72,7 @@ class Analyze:
     ctrl_c: Interrupts = field(default_factory=Interrupts)
     started: float = field(default_factory=time.monotonic)
     _told_quiet: bool = field(default=False, init=False)
+    budget_s: float | None = field(default=None, init=False)   # the whole analyze's, once the trials know their GPUs
 
     def run(self) -> tuple[RunDocument, dict]:
         """(run.json's document, the baseline's child result)."""
@@ -203,10 +204,11 @@ class Analyze:
         where = gpus.plan(child, opts.nproc_per_node, st.gpus, st.trial_gpus)
         if len(where["gpus"]) > 1:
             self.progress(f"trials side by side on {len(where['gpus'])} GPUs ({', '.join(where['gpus'])}), one each")
+        self.budget_s = st.budget_s or trials.default_budget_s(len(where["gpus"]))
         ctx = trials.TrialContext(
             script=self.script, script_args=self.script_args, run_dir=self.run_dir, opts=opts, baseline=child,
             baseline_findings=doc["findings"], environment=doc["environment"],
-            budget_s=st.budget_s or trials.default_budget_s(len(where["gpus"])), started=self.started,
+            budget_s=self.budget_s, started=self.started,
             max_trials=st.max_trials, trial_timeout=st.trial_timeout, only=st.only, applied=st.applied,
             stdout_to_stderr=st.json, started_ahead=(warm, held), lookahead=st.lookahead, progress=self.progress,
             split_profile=split_profile, interrupted=self.ctrl_c.pressed, allow=st.allow, gpus=where["gpus"])
@@ -313,9 +315,14 @@ class Analyze:
             self.script, self.script_args, self.run_dir, opts, diff, texts, notes, fixes, child, stack_rate,
             timeout=self.stages.trial_timeout, stdout_to_stderr=self.stages.json, progress=self.progress,
             noise_band=(doc.get("trial_summary") or {}).get("threshold"), gpu=gpu, signals=signals,
-            retime_stack=(lambda: self._time_stack(opts, stack, gpu, signals)) if retime else None)
+            retime_stack=(lambda: self._time_stack(opts, stack, gpu, signals)) if retime else None,
+            fits=self._fits)
         if pressed():  # it stopped the patched script: its run says nothing
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
+
+    def _fits(self, seconds: float) -> bool:
+        """Whether a run of this many seconds, started now, ends inside the whole analyze's budget."""
+        return self.budget_s is None or time.monotonic() - self.started + seconds <= self.budget_s
 
     def _time_stack(self, opts: AnalyzeOptions, stack: list[dict], gpu: str | None, signals) -> float | None:
         """The kept stack timed once more with advisor's run-time fixes (a timing-only process,

@@ -147,13 +147,16 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
            notes: list[PatchNote], fixes: list[dict], baseline: dict, stack_samples_per_s: float | None,
            *, timeout: float, stdout_to_stderr: bool = False, progress=None,
            noise_band: float | None = None, gpu: str | None = None, signals=None,
-           retime_stack: Callable[[], float | None] | None = None) -> Verification:
+           retime_stack: Callable[[], float | None] | None = None,
+           fits: Callable[[float], bool] | None = None) -> Verification:
     """Apply ``diff`` to an overlay of the script's directory, run the patched script as plain
     python (timed, no fix at run time) and compare; returns ``patch.verification``.
     ``noise_band``: the trials' threshold for one run against one (status_of). ``gpu``: the one
     GPU its runs see (beside the trials' last processes on the others); ``signals``: what stops
     them from another thread (run_child's). ``retime_stack``: a stack timed once, timed again
-    when the patched runs fall short of it (_stack_again)."""
+    when the patched runs fall short of it (_stack_again). ``fits(seconds)``: whether a run that
+    long still ends inside --budget; a second run (of the patch, or of the stack) that would not
+    is left out, and the verdict rests on the one run and the noise band (``timed_once``)."""
     from advisor.runner.parent import run_child
 
     command = recommended_command(script, script_args, notes)
@@ -175,16 +178,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     kept = [FixSpec.of(f) for f in fixes]
     batch_changes = any(registry.trait(f.name, "changes_batch") for f in kept)
     for attempt in range(2):
-        spec = specs.trial_spec(patched, out["argv"], run_dir, opts, NAME, [], profile=False)
-        spec["run_dir"] = str(Path(run_dir) / "verify" / f"run-{attempt + 1}")   # not a trial's
-        spec["project_dirs"] = [root]
-        spec["environ"] = {**spec.get("environ", {}), **environ}   # and the variables patch.command sets
-        if gpu is not None:
-            spec["environ"]["CUDA_VISIBLE_DEVICES"] = gpu
-        if os.path.realpath(spec["cwd"]) == root:   # it starts in the patched tree, not the user's
-            spec["workdir"] = str(tree)
-        # the patched script of a ddp fix runs as torchrun runs it (the report gives the command)
-        spec["nproc_per_node"] = specs.launch_nproc([f.as_spec() for f in kept], opts.nproc_per_node)
+        spec = _patched_spec(patched, out["argv"], Path(run_dir), attempt + 1, opts, root, tree, environ, gpu, kept)
         if progress:
             progress("verifying fixes.patch as plain python" + (" (again)" if attempt else ""))
         child = run_child(spec, timeout=timeout, step_timeout=opts.step_timeout, stdout_to_stderr=stdout_to_stderr,
@@ -196,10 +190,13 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         rate = _rate(runs, baseline, batch_changes)
         if not stack_samples_per_s or rate / stack_samples_per_s >= SHORT:
             break
+        if not _another_fits(child, fits, out):
+            break
     stack_spread = None
     if runs:
         rate = _rate(runs, baseline, batch_changes)
-        if stack_samples_per_s and retime_stack is not None and rate / stack_samples_per_s < SHORT:
+        if stack_samples_per_s and retime_stack is not None and rate / stack_samples_per_s < SHORT \
+                and _another_fits(runs[-1], fits, out):
             stack_samples_per_s, stack_spread = _stack_again(stack_samples_per_s, retime_stack, out)
         base_rate = measure.samples_per_s(baseline)
         frac = rate / stack_samples_per_s if stack_samples_per_s else None
@@ -221,6 +218,31 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         losses = [x for x in runs[-1].get("losses") or [] if isinstance(x, (int, float))]
         out["loss_finite"] = bool(losses) and all(x == x and abs(x) != float("inf") for x in losses)
     return out
+
+
+def _patched_spec(patched: str, argv: list[str], run_dir: Path, n: int, opts, root: str, tree: Path, environ: dict,
+                  gpu: str | None, kept: list[FixSpec]) -> dict:
+    """The spec of the patched script's n-th plain-python run, in verify/run-N (not a trial's)."""
+    spec = specs.trial_spec(patched, argv, run_dir, opts, NAME, [], profile=False)
+    spec["run_dir"] = str(run_dir / "verify" / f"run-{n}")
+    spec["project_dirs"] = [root]
+    spec["environ"] = {**spec.get("environ", {}), **environ}   # and the variables patch.command sets
+    if gpu is not None:
+        spec["environ"]["CUDA_VISIBLE_DEVICES"] = gpu
+    if os.path.realpath(spec["cwd"]) == root:   # it starts in the patched tree, not the user's
+        spec["workdir"] = str(tree)
+    # the patched script of a ddp fix runs as torchrun runs it (the report gives the command)
+    spec["nproc_per_node"] = specs.launch_nproc([f.as_spec() for f in kept], opts.nproc_per_node)
+    return spec
+
+
+def _another_fits(child: dict, fits: Callable[[float], bool] | None, out: dict) -> bool:
+    """Whether one more run as long as ``child`` ends inside the budget; when not, out says so."""
+    took = child.get("elapsed_s")
+    if fits is None or not isinstance(took, (int, float)) or fits(float(took)):
+        return True
+    out["timed_once"] = f"a second run ({took:.0f} s) would end past --budget"
+    return False
 
 
 def _stack_again(rate: float, retime_stack: Callable[[], float | None], out: dict) -> tuple[float, float | None]:

@@ -443,8 +443,10 @@ def test_a_ctrl_c_after_the_patch_was_verified_beside_the_trials_does_not_call_i
 def test_the_budget_is_the_whole_analyzes_and_keeps_room_for_what_is_left(tmp_path):
     """--budget counts from the analyze's start (its baseline in it): no process starts that would
     not end inside it, as long as the processes so far took (their median; the baseline's
-    before any), with the patch's verification still to come on one GPU (beside the trials on
-    several). The default shrinks with the GPUs side by side."""
+    before any) and a compile on top where it compiles, with the patch's verification still to
+    come: after a process whose verdict may change the stack (a run of that stack, as long as
+    the process at least), after the ceiling on one GPU and beside it on several. The default
+    shrinks with the GPUs side by side."""
     assert [trials.default_budget_s(n) for n in (0, 1, 2, 3, 4, 8)] == [240.0, 240.0, 180.0, 180.0, 120.0, 120.0]
 
     def ctx(gpus, took=()):
@@ -455,10 +457,17 @@ def test_the_budget_is_the_whole_analyzes_and_keeps_room_for_what_is_left(tmp_pa
         return c
 
     assert ctx([]).out_of_budget()                       # 100 s + a trial and the verification, 30 s each
-    assert not ctx(["0", "1"]).out_of_budget()           # 100 s + a trial: the verification runs beside
+    assert ctx(["0", "1"]).out_of_budget()               # side by side too: a kept fix is verified after it
+    assert not ctx(["0", "1"]).out_of_budget(changes_stack=False)   # the ceiling: the verification runs beside
+    assert ctx([]).out_of_budget(changes_stack=False)    # ... and after it on one GPU
     assert not ctx([], took=[10.0, 12.0, 50.0]).out_of_budget()   # the processes so far took 12 s
-    assert ctx(["0", "1"], took=[55.0]).out_of_budget()
+    assert ctx(["0", "1"], took=[55.0]).out_of_budget(changes_stack=False)
     # the patch's run as the kept stack's process took, its samples computed (not loaded)
     slow = ctx(["0", "1"], took=[10.0])
     slow.pace.verify_s = 60.0
-    assert slow.out_of_budget() and not ctx(["0", "1"], took=[10.0]).out_of_budget()
+    assert slow.out_of_budget(changes_stack=False) and not ctx(["0", "1"], took=[10.0]).out_of_budget()
+    # a process that compiles: a guess on top before any compiled, then the most one compiled for
+    quick = ctx([], took=[10.0])
+    assert not quick.out_of_budget() and quick.out_of_budget(quick.pace.compile_guess())
+    quick.pace.compile_s.extend([4.0, 6.0])
+    assert quick.pace.compile_guess() == 6.0 and not quick.out_of_budget(quick.pace.compile_guess())

@@ -49,3 +49,18 @@ def test_a_short_verification_against_a_stack_timed_once_times_the_stack_again(t
     v = doc["patch"]["verification"]
     assert "stack_runs" not in v and v["stack_samples_per_s"] == 2.0 * rate, v
     assert (run_dir / "verify" / "stack" / "child.json").stat().st_mtime_ns == stamp
+
+
+def test_no_second_run_starts_that_would_end_past_the_budget(tmp_path):
+    """With the budget all but spent, a patched run that falls short is not run again and the
+    stack is not timed again: the verdict rests on the one run and the noise band, and says so."""
+    run, opts, doc, child = analyzed_slow_recipe(tmp_path)
+    run_dir = tmp_path / "run"
+    doc["trial_summary"] = {"threshold": 0.05}
+    run.budget_s = 1.0   # spent by the baseline's run already
+    run._patch_and_verify(opts, doc, child, [{"name": "set-to-none", "params": {}}],
+                          2.0 * measure.samples_per_s(child), retime=True)
+    v = doc["patch"]["verification"]
+    assert v["runs"] == 1 and "stack_runs" not in v and not (run_dir / "verify" / "stack").exists()
+    assert v["timed_once"].startswith("a second run (") and v["timed_once"].endswith("would end past --budget")
+    assert v["status"] == "short", v

@@ -16,7 +16,8 @@ def summary_line(v: Verification) -> str:
     if v.get("of_stack"):
         parts.append(f"{v['of_stack'] * 100:.0f}% of the stack"
                      + (" as estimated" if v.get("stack_estimated") else "")
-                     + (f", within the {v['within_noise']:.0%} run-to-run band" if v.get("within_noise") else ""))
+                     + (f", within the {v['within_noise']:.0%} run-to-run band" if v.get("within_noise") else "")
+                     + (f"; timed once: {v['timed_once']}" if v.get("timed_once") else ""))
     rate = f"{v.get('samples_per_s') or 0:,.0f} samples/s"
     missed = sum(1 for c in v.get("checks") or [] if c.get("took_effect") is False)
     head = {"verified": "verified as plain python",

@@ -28,7 +28,7 @@ def measure_all(after: After, cands: list[Candidate], overridden: dict[str, str]
     overridden = overridden or {}
     cands = sorted(cands, key=lambda c: c.params.get("factor") or 0)
     for i, cand in enumerate(cands):
-        if after.out_of_budget():
+        if after.out_of_budget(changes_stack=False):
             break
         prev = out[-1] if out else None
         if prev is not None and prev.get("fix") == cand.name and prev.get("status") not in ("measured", "skipped"):

@@ -25,7 +25,7 @@ def measure_ceiling(after: After, name: str = NAME) -> TrialRecord | None:
     rec: TrialRecord = {"name": name, "fix": "cached-batch", "apart": True, "ceiling": True, "interventions": []}
     if why:
         rec.update(status="skipped", reason=why)
-    elif after.out_of_budget():
+    elif after.out_of_budget(changes_stack=False):
         rec.update(status="not run", reason="trial budget spent")
     else:
         stack = ceiling_stack(after.stack)

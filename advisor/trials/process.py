@@ -69,6 +69,17 @@ class Pace:
     analyze's cache); None: as the others."""
     took: list[float] = field(default_factory=list)
     verify_s: float | None = None
+    compile_s: list[float] = field(default_factory=list)   # torch.compile's seconds in each process that compiled
+
+    def compile_guess(self) -> float:
+        """What a process that compiles should take on top of the others: the most a process of
+        this analyze compiled for, or COMPILE_GUESS_S before any did."""
+        return max(self.compile_s, default=COMPILE_GUESS_S)
+
+
+# torch.compile's seconds before a process of the analyze measured them: about what a ResNet's
+# or a small GPT's first compile takes (docs/trials.md, "The budget")
+COMPILE_GUESS_S = 30.0
 
 
 @dataclass
@@ -103,14 +114,20 @@ class TrialContext:
     slot: Slot | None = None        # this process's GPU and its stop, side by side (trials.gpus)
     pace: Pace = field(default_factory=Pace)   # how long processes take, for the budget
 
-    def out_of_budget(self) -> bool:
+    def out_of_budget(self, extra_s: float = 0.0, changes_stack: bool = True) -> bool:
         """No process starts that would not end inside the budget, as long as the processes so
-        far took (their median; the baseline's before any), with the patch's verification still
-        to come: after it on one GPU, beside it on several."""
+        far took (their median; the baseline's before any) and ``extra_s`` of its own (a
+        compile), with the patch's verification still to come. A process whose verdict may
+        change the stack is followed by the verification of that stack, at least as long as
+        itself; one that does not (the data-free ceiling) has the verification after it on one
+        GPU, beside it on several."""
         took, verify_s = self.pace.took, self.pace.verify_s
-        per = statistics.median(took) if took else float(self.baseline.get("elapsed_s") or 0.0)
+        per = (statistics.median(took) if took else float(self.baseline.get("elapsed_s") or 0.0)) + extra_s
         verify = per if verify_s is None else verify_s
-        left = max(per, verify) if len(self.gpus) > 1 else per + verify
+        if changes_stack:
+            left = per + max(verify, per)
+        else:
+            left = max(per, verify) if len(self.gpus) > 1 else per + verify
         return time.monotonic() - self.started + left > self.budget_s
 
 

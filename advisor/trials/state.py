@@ -42,7 +42,7 @@ class After:
     environment: dict
     reference: Reference
     process: Callable[..., tuple]          # (name, stack, profile=True, guesses=None) -> (child, analysis, model)
-    out_of_budget: Callable[[], bool]
+    out_of_budget: Callable[..., bool]   # TrialContext.out_of_budget
     ahead: int                             # processes started ahead (0: none)
     only: set[str] | None = None           # --fix: the trials the user asked for
     applied: tuple = ()                    # --apply: {"name", "params"} under every run

@@ -45,7 +45,7 @@ def ceiling_first(lad) -> None:
     ceiling after the ladder is this record when the compute fixes have not changed."""
     key = early.compute_key(lad.stack)
     if lad.early_ceiling is None or lad.early_ceiling[0] != key:
-        if not any(early.feeds_data(c) for c in lad.stack) or lad.ctx.out_of_budget() or lad.stopping():
+        if not any(early.feeds_data(c) for c in lad.stack) or lad.ctx.out_of_budget(changes_stack=False) or lad.stopping():
             return
         nxt = rungs.pick(lad.queue, lad.tried, lad.kept_names(), **lad.pick_args()).rung
         if nxt is None or not early.feeds_data(nxt):
