@@ -471,3 +471,12 @@ def test_the_budget_is_the_whole_analyzes_and_keeps_room_for_what_is_left(tmp_pa
     assert not quick.out_of_budget() and quick.out_of_budget(quick.pace.compile_guess())
     quick.pace.compile_s.extend([4.0, 6.0])
     assert quick.pace.compile_guess() == 6.0 and not quick.out_of_budget(quick.pace.compile_guess())
+    # what a process of these fixes takes on top: a compile, a cold start (ddp's ranks start cold)
+    quick.pace.note({"started_warm": False, "startup": {"spawned": 100.0, "install": 109.5}})
+    quick.pace.note({"started_warm": True, "startup": {"spawned": 100.0, "install": 100.1}})   # from a spare
+    assert quick.pace.cold_s == [9.5]
+    assert quick.pace.extra_for(["torch-compile", "amp"]) == 6.0 and quick.pace.extra_for(["ddp"]) == 9.5
+    assert quick.pace.extra_for(["channels-last"]) == 0.0
+    # the verification starts cold: a kept process started from a spare is counted with a cold start
+    assert quick.pace.verification_after({"elapsed_s": 20.0, "started_warm": True}) == 29.5
+    assert quick.pace.verification_after({"elapsed_s": 20.0, "started_warm": False}) == 20.0

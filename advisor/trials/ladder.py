@@ -67,6 +67,7 @@ class _Ladder:
         self.result = {"noise": None, "threshold": None, "trials": self.trials, "stack": [], "apart": [],
                        "interrupted": False, "processes": 1}
         self.base = ctx.baseline
+        ctx.pace.note(ctx.baseline)   # started cold: what the verification's start-up will take
         self.stack: list[Candidate] = []
         self.groups: list[list[dict]] = []   # every configuration timed more than once: pooled noise
         self.noise = 0.0
@@ -109,8 +110,7 @@ class _Ladder:
         child, analysis, model = self.ctx.runner.process(self.ctx, name, stack, profile, guesses)
         if child.get("status") == "complete" and isinstance(child.get("elapsed_s"), (int, float)):
             self.ctx.pace.took.append(float(child["elapsed_s"]))   # how long the next ones should take (out_of_budget)
-        if isinstance(child.get("compile_s"), (int, float)) and child["compile_s"] > 0:
-            self.ctx.pace.compile_s.append(float(child["compile_s"]))
+            self.ctx.pace.note(child)
         if child.get("interrupted"):
             self.result["interrupted"] = True
         if self.stopping() and child.get("status") != "complete":
@@ -244,11 +244,9 @@ class _Ladder:
         return [self.rejected[k] for k, at in self.slow.items()
                 if k in self.tried and rungs.rides(self.rejected[k].name, at)]
 
-    def compile_extra(self, cand: Candidate) -> float:
-        """The seconds a process of cand on the stack compiles for, on top of what the others
-        took (Pace.compile_guess); 0 where nothing in it compiles."""
-        compiles = any(fixes.trait(p.name, "compiles") for c in [*self.stack, cand] for p in c.parts)
-        return self.ctx.pace.compile_guess() if compiles else 0.0
+    def own_extra(self, cand: Candidate) -> float:
+        """The seconds a process of cand on the stack takes on top of the others (Pace.extra_for)."""
+        return self.ctx.pace.extra_for([p.name for c in [*self.stack, cand] for p in c.parts])
 
     def kept_names(self, stack: list[Candidate] | None = None) -> set[str]:
         return {a["name"] for a in self.ctx.applied} | {p.name for c in (self.stack if stack is None else stack)
@@ -258,7 +256,7 @@ class _Ladder:
         ctx = self.ctx
         if self.stopping():  # Ctrl-C since the loop looked: not started, not recorded
             return
-        if ctx.out_of_budget(self.compile_extra(cand)) or self.n >= ctx.max_trials:
+        if ctx.out_of_budget(self.own_extra(cand)) or self.n >= ctx.max_trials:
             self.trials.append({"name": cand.key, "fix": cand.name, "status": "not run",
                                 "reason": "trial budget spent", "interventions": []})
             return
@@ -379,7 +377,7 @@ class _Ladder:
         verdict = verdict_now()
         measured = regime_noise(self.groups, self.ref_runs) is not None
         if len(self.ref_runs) == 1 and retime_reference(verdict.status, verdict.gain, verdict.threshold, measured) \
-                and not self.ctx.out_of_budget(self.compile_extra(cand)) and not self.stopping():
+                and not self.ctx.out_of_budget(self.own_extra(cand)) and not self.stopping():
             self.say(f"trial {name}: {verdict.reason}; the reference has one run"
                      f"{'' if measured else ' and no noise of its own regime'}: timing it again")
             # guessed beside what comes next: a confirmation round's first run, the same stack
@@ -394,7 +392,7 @@ class _Ladder:
             verdict = verdict_now()
         after = guesses.likely_next(self, cand, name)  # what comes once the verdict is in
         while verdict.status == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS \
-                and not self.ctx.out_of_budget(self.compile_extra(cand)) \
+                and not self.ctx.out_of_budget(self.own_extra(cand)) \
                 and not self.stopping():
             self.say(f"trial {name}: {verdict.reason}; timing the reference and the trial again")
             k = len(runs)
@@ -448,7 +446,7 @@ class _Ladder:
         self.ref_runs, self.ref_config = runs, {**(runs[0].get("config") or self.ref_config), **self.facts}
         self._pool(runs)  # the new reference's runs, and its regime, set the noise from here on
         if isinstance(runs[0].get("elapsed_s"), (int, float)):   # the patch's run to come (out_of_budget)
-            self.ctx.pace.verify_s = runs[0]["elapsed_s"] + measure.samples_cache_s(runs[0])
+            self.ctx.pace.verify_s = self.ctx.pace.verification_after(runs[0])
         if self.stopping():
             return  # nothing runs after it: no requeue
         now = (self.ref_ms(), rungs.idle_share(analysis))

@@ -70,11 +70,43 @@ class Pace:
     took: list[float] = field(default_factory=list)
     verify_s: float | None = None
     compile_s: list[float] = field(default_factory=list)   # torch.compile's seconds in each process that compiled
+    # seconds from spawn to python and torch imported in each process started cold (not from a
+    # spare): the baseline's, a ddp trial's
+    cold_s: list[float] = field(default_factory=list)
 
     def compile_guess(self) -> float:
         """What a process that compiles should take on top of the others: the most a process of
         this analyze compiled for, or COMPILE_GUESS_S before any did."""
         return max(self.compile_s, default=COMPILE_GUESS_S)
+
+    def cold_start(self) -> float:
+        """What a process started cold (the patch's verification, a ddp trial) pays before its
+        script that one started from a spare does not: the most a cold process of the analyze
+        took to import python and torch."""
+        return max(self.cold_s, default=0.0)
+
+    def extra_for(self, names: list[str]) -> float:
+        """The seconds a process of these fixes takes on top of the others: a compile where one
+        compiles (compile_guess), a cold start where one cannot start from a spare (Fix.fresh:
+        ddp's ranks under torchrun)."""
+        return (self.compile_guess() if any(fixes.trait(n, "compiles") for n in names) else 0.0) \
+            + (self.cold_start() if any(fixes.trait(n, "fresh") for n in names) else 0.0)
+
+    def verification_after(self, kept: dict) -> float:
+        """What the patch's plain-python run should take once ``kept`` is the stack's process:
+        as long as it, started cold where it started from a spare, its samples computed where
+        it loaded them from the analyze's cache."""
+        ahead = kept.get("started_warm") or kept.get("started_held")
+        return float(kept["elapsed_s"]) + measure.samples_cache_s(kept) + (self.cold_start() if ahead else 0.0)
+
+    def note(self, child: dict) -> None:
+        """A finished process's figures: its start-up where it started cold, its compile."""
+        if not child.get("started_warm") and not child.get("started_held"):
+            install = measure.startup_s(child).get("install")
+            if isinstance(install, (int, float)) and install > 0:
+                self.cold_s.append(float(install))
+        if isinstance(child.get("compile_s"), (int, float)) and child["compile_s"] > 0:
+            self.compile_s.append(float(child["compile_s"]))
 
 
 # torch.compile's seconds before a process of the analyze measured them: about what a ResNet's
