@@ -469,7 +469,10 @@ def test_the_budget_is_the_whole_analyzes_and_keeps_room_for_what_is_left(tmp_pa
     # a process that compiles: a guess on top before any compiled, then the most one compiled for
     quick = ctx([], took=[10.0])
     assert not quick.out_of_budget() and quick.out_of_budget(quick.pace.compile_guess())
-    quick.pace.compile_s.extend([4.0, 6.0])
+    quick.pace.note({"started_warm": True, "compile_s": 0.5})   # a library's own compile: not the model's
+    assert quick.pace.compile_guess() == 30.0
+    quick.pace.note({"started_warm": True, "compile_s": 4.0}, compiled=True)
+    quick.pace.note({"started_warm": True, "compile_s": 6.0}, compiled=True)
     assert quick.pace.compile_guess() == 6.0 and not quick.out_of_budget(quick.pace.compile_guess())
     # what a process of these fixes takes on top: a compile, a cold start (ddp's ranks start cold)
     quick.pace.note({"started_warm": False, "startup": {"spawned": 100.0, "install": 109.5}})

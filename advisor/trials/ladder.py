@@ -110,7 +110,7 @@ class _Ladder:
         child, analysis, model = self.ctx.runner.process(self.ctx, name, stack, profile, guesses)
         if child.get("status") == "complete" and isinstance(child.get("elapsed_s"), (int, float)):
             self.ctx.pace.took.append(float(child["elapsed_s"]))   # how long the next ones should take (out_of_budget)
-            self.ctx.pace.note(child)
+            self.ctx.pace.note(child, compiled=any(fixes.trait(p.name, "compiles") for c in stack for p in c.parts))
         if child.get("interrupted"):
             self.result["interrupted"] = True
         if self.stopping() and child.get("status") != "complete":

@@ -99,18 +99,20 @@ class Pace:
         ahead = kept.get("started_warm") or kept.get("started_held")
         return float(kept["elapsed_s"]) + measure.samples_cache_s(kept) + (self.cold_start() if ahead else 0.0)
 
-    def note(self, child: dict) -> None:
-        """A finished process's figures: its start-up where it started cold, its compile."""
+    def note(self, child: dict, compiled: bool = False) -> None:
+        """A finished process's figures: its start-up where it started cold, and its compile
+        where a fix of its stack compiled the model (``compiled``: a library's incidental
+        compile elsewhere says nothing of the model's)."""
         if not child.get("started_warm") and not child.get("started_held"):
             install = measure.startup_s(child).get("install")
             if isinstance(install, (int, float)) and install > 0:
                 self.cold_s.append(float(install))
-        if isinstance(child.get("compile_s"), (int, float)) and child["compile_s"] > 0:
+        if compiled and isinstance(child.get("compile_s"), (int, float)) and child["compile_s"] > 0:
             self.compile_s.append(float(child["compile_s"]))
 
 
 # torch.compile's seconds before a process of the analyze measured them: about what a ResNet's
-# or a small GPT's first compile takes (docs/trials.md, "The budget")
+# or a small GPT's first compile takes (docs/trials.md, "Cost and budget")
 COMPILE_GUESS_S = 30.0
 
 
