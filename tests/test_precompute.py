@@ -144,3 +144,28 @@ def test_a_quick_dataset_is_computed_in_the_calling_process():
     got = precompute.every_sample(ds)
     assert len(got) == 3000
     assert ds.reads == 3000   # every read here (a forked process's reads would not count)
+
+
+class Views(Slow):
+    """Samples that are views into one large tensor (a TensorDataset's rows), slow to read."""
+
+    def __init__(self):
+        self.data = torch.arange(4096 * 64, dtype=torch.float32).reshape(4096, 64)
+
+    def __getitem__(self, i):
+        import time
+
+        time.sleep(0.0006)
+        return self.data[i], i
+
+
+def test_samples_that_view_a_large_tensor_come_back_without_it():
+    """A row of a stored tensor pickled as it is would carry the whole storage (once per chunk,
+    and one copy each in this process): each comes back as its own row."""
+    from advisor.runtime import samples_source
+
+    ds = Views()
+    got = precompute.every_sample(ds)
+    assert all(torch.equal(x, ds.data[i]) and y == i for i, (x, y) in enumerate(got))
+    rest = [x for x, _ in got[samples_source.CHUNK:]]
+    assert all(x.untyped_storage().nbytes() == 64 * 4 for x in rest)

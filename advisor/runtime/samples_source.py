@@ -42,11 +42,15 @@ EVERY_SAMPLE = f'''def _every_sample(dataset):
         _samples_of = None'''
 
 SAMPLE_CHUNK = '''def _sample_chunk(bounds):
-    """dataset[i] for i in range(*bounds), pickled by value (in a process _every_sample forked)."""
+    """dataset[i] for i in range(*bounds), pickled by value (in a process _every_sample forked);
+    a tensor that views a larger one is copied first, or its whole storage would travel with it."""
     import pickle
 
     torch.set_num_threads(1)
-    return pickle.dumps([_samples_of[i] for i in range(*bounds)], protocol=pickle.HIGHEST_PROTOCOL)'''
+    chunk = [_samples_of[i] for i in range(*bounds)]
+    chunk = torch.utils._pytree.tree_map_only(
+        torch.Tensor, lambda t: t.clone() if t.untyped_storage().nbytes() > t.nbytes else t, chunk)
+    return pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)'''
 
 
 def processes(n: int, cpus: int) -> int:
