@@ -169,3 +169,18 @@ def test_samples_that_view_a_large_tensor_come_back_without_it():
     assert all(torch.equal(x, ds.data[i]) and y == i for i, (x, y) in enumerate(got))
     rest = [x for x, _ in got[samples_source.CHUNK:]]
     assert all(x.untyped_storage().nbytes() == 64 * 4 for x in rest)
+
+
+class Unpicklable(Slow):
+    """Samples holding a value pickle refuses (a lambda)."""
+
+    def __getitem__(self, i):
+        import time
+
+        time.sleep(0.0006)
+        return torch.full((2,), float(i)), (lambda: i)
+
+
+def test_samples_that_cannot_be_pickled_are_computed_in_the_calling_process():
+    got = precompute.every_sample(Unpicklable())
+    assert len(got) == 4096 and [int(x[0]) for x, _ in got] == list(range(4096)) and got[4000][1]() == 4000

@@ -38,6 +38,8 @@ EVERY_SAMPLE = f'''def _every_sample(dataset):
         with multiprocessing.get_context("fork").Pool(processes) as pool:
             chunks = pool.imap(_sample_chunk, [(s, min(n, s + {CHUNK})) for s in range({CHUNK}, n, {CHUNK})])
             return samples + [sample for chunk in chunks for sample in pickle.loads(chunk)]
+    except Exception:  # a sample that cannot be pickled, say: this process computes them, as it would have
+        return samples + [dataset[i] for i in range(len(samples), n)]
     finally:
         _samples_of = None'''
 
