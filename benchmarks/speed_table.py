@@ -34,6 +34,7 @@ def figures(doc: dict | None) -> dict:
     return {"wall_s": ts.get("wall_s") or ts.get("analyze_wall_s"), "compile_s": ts.get("compile_s"),
             # a ladder cut short (speed.sh's timeout) reached no stack of its own
             "stack": None if ts.get("interrupted") else rate,
+            "baseline": (doc.get("measurement") or {}).get("samples_per_s"),
             "stopped": doc.get("status") == "interrupted",   # the timeout stopped it: the wall is a floor
             "gpus": "DataParallel" if "DataParallel" in why_one else
             f"{len((ts.get('gpus') or {}).get('gpus') or []) or 1} GPUs"}
@@ -47,12 +48,25 @@ def table(root: Path) -> list[dict]:
         full = r["full"].get("stack")
         for m in ("one", "all"):
             r[m]["reached"] = r[m]["stack"] / full if full and r[m].get("stack") else None
+            if r[m]["reached"] is not None and not comparable(r[m], r["full"]):
+                r[m]["reached"] = "not comparable"
         # the first analyze given the --cache DIR: speed.sh's "one" run (an empty DIR), else cache-first
         first = r["cache-first"].get("compile_s") or r["one"].get("compile_s")
         second = r["cache-second"].get("compile_s")
         r["cache_ratio"] = second / first if first and second is not None else None
         rows.append(r)
     return rows
+
+
+# baselines further apart than this ran on hosts too unlike for their stacks to be compared
+# (four analyzes sharing one host against one alone, say)
+BASELINES_APART = 0.2
+
+
+def comparable(run: dict, full: dict) -> bool:
+    """Whether a run's kept stack can be held to the --budget 15 run's: their baselines agree."""
+    a, b = run.get("baseline"), full.get("baseline")
+    return bool(a and b) and max(a, b) / min(a, b) - 1.0 <= BASELINES_APART
 
 
 def _s(x, stopped: bool = False) -> str:
@@ -62,6 +76,8 @@ def _s(x, stopped: bool = False) -> str:
 
 
 def _pct(x) -> str:
+    if isinstance(x, str):
+        return x
     return f"{x:.0%}" if isinstance(x, (int, float)) else "–"
 
 

@@ -144,3 +144,11 @@ def test_speed_table_reads_the_modes_run_directories(tmp_path):
     assert "| a | 200 s | 95% | ≥ 100 s (timeout) (DataParallel) | – | 900 s | 20% |" in proc.stdout
     assert "median whole analyze, all: at least 100 s" in proc.stdout
     assert "median whole analyze, one: 200 s" in proc.stdout
+    # a --budget 15 run whose baseline ran a quarter slower (a host shared by four analyzes):
+    # the stacks are not held to each other
+    full = json.loads((tmp_path / "full" / "a" / "run.json").read_text())
+    full["measurement"]["samples_per_s"] = 75.0
+    (tmp_path / "full" / "a" / "run.json").write_text(json.dumps(full))
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "speed_table.py"), str(tmp_path)],
+                          capture_output=True, text=True, check=True)
+    assert "| a | 200 s | not comparable | ≥ 100 s (timeout) (DataParallel) | – | 900 s | 20% |" in proc.stdout
