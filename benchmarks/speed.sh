@@ -3,13 +3,15 @@
 # of the machine, against --budget 15 on one GPU; and a second analyze given the first's --cache.
 # Each entry of benchmarks/corpus/ runs from a scratch cwd, as corpus.sh runs it. Prints the table
 # (benchmarks/speed_table.py).
-#   usage: [MODES="one all full cache"] [TIMEOUT=600] bash benchmarks/speed.sh NAME ...
+#   usage: [MODES="one all full fullall cache"] [TIMEOUT=600] bash benchmarks/speed.sh NAME ...
 #   one:   default options, --trial-gpus 1, the entries side by side, one GPU each; each given an
 #          empty --cache DIR of its own (compiles as the default's run-directory cache does)
 #   cache: as one, a second time with the same --cache DIR: it loads the graphs one compiled
 #          (run it in the same call as one: the DIR is on the machine's disk)
 #   all:   default options, every GPU for one entry at a time
 #   full:  --budget 15 --trial-gpus 1, the entries side by side, one GPU each
+#   fullall: --budget 15, every GPU for one entry at a time (the stack "all" is held to, on the
+#          same machine: four analyzes sharing a host run their baselines slower)
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 REPO=$PWD
@@ -46,6 +48,7 @@ for mode in ${MODES:-one all full cache}; do
     cache) side_by_side cache-second --trial-gpus 1 --cache "$W/compile-cache/{name}" ;;
     full) side_by_side full --trial-gpus 1 --budget 15 ;;
     all) for name in "${names[@]}"; do analyze all $name $all --out $W/all/$name; done ;;
+    fullall) for name in "${names[@]}"; do analyze fullall $name $all --out $W/fullall/$name --budget 15; done ;;
   esac
 done
 python3 $REPO/benchmarks/speed_table.py $W | tee $OUT/speed.md

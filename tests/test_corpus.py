@@ -152,3 +152,10 @@ def test_speed_table_reads_the_modes_run_directories(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "speed_table.py"), str(tmp_path)],
                           capture_output=True, text=True, check=True)
     assert "| a | 200 s | not comparable | ≥ 100 s (timeout) (DataParallel) | – | 900 s | 20% |" in proc.stdout
+    # --budget 15 with every GPU on the same machine: what "all" is held to, where it ran
+    run("all", "b", 100.0, 190.0, gpus=4)
+    run("full", "b", 900.0, 100.0)
+    run("fullall", "b", 500.0, 200.0, gpus=4)
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "speed_table.py"), str(tmp_path)],
+                          capture_output=True, text=True, check=True)
+    assert "| b | – | – | 100 s (4 GPUs) | 95% | 900 s; all GPUs 500 s | – |" in proc.stdout
