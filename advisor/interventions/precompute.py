@@ -13,15 +13,13 @@ checks and after the pass, so the script's own random stream is what it would ha
 from __future__ import annotations
 
 import os
-import sys
 import time
-import types
 
 import torch
 
 from advisor.interventions import samples_cache
 from advisor.runtime import SAMPLES_VARY, samples_source
-from advisor.runtime.patching import making_batches, not_applied, restore_rng, rng_states, wrap
+from advisor.runtime.patching import making_batches, not_applied, restore_rng, rng_states, source_functions, wrap
 
 NAME = "precompute-samples"
 MAX_BYTES = 4 << 30
@@ -133,21 +131,7 @@ def plan(dataset, max_bytes: int = MAX_BYTES, max_seconds: float = MAX_SECONDS) 
 def every_sample(dataset) -> list:
     """dataset[i] for every i, in order, over several forked processes as the patch computes
     them (runtime/samples_source.py; the caller restores the random generators)."""
-    return _every_sample_module()._every_sample(dataset)
-
-
-MODULE = "advisor_every_sample"
-
-
-def _every_sample_module() -> types.ModuleType:
-    """The patch's text, executed once as a module of its own: the forked processes find its
-    chunk function by name, as they find the patched script's."""
-    if MODULE not in sys.modules:
-        module = types.ModuleType(MODULE)
-        module.torch = torch
-        exec(compile(samples_source.SOURCE, f"<advisor {NAME} fix>", "exec"), module.__dict__)  # noqa: S102 - advisor's own text
-        sys.modules[MODULE] = module
-    return sys.modules[MODULE]
+    return source_functions("import torch\n\n\n" + samples_source.SOURCE, f"{NAME} fix")["_every_sample"](dataset)
 
 
 def precompute(dataset) -> Precomputed:

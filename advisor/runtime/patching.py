@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import random
+import sys
 import threading
+import types
 
 import torch
 
@@ -16,10 +19,13 @@ _state = threading.local()
 @functools.cache
 def source_functions(text: str, label: str) -> dict:
     """The functions a fix's patch writes into the script (its source text), executed once in
-    this process: the trial runs the same text the patch ships."""
-    names: dict = {}
-    exec(compile(text, f"<advisor {label}>", "exec"), names)  # noqa: S102 - advisor's own text
-    return names
+    this process: the trial runs the same text the patch ships. They live in a module of their
+    own, registered by name, as the patched script's live in its module: pickle, and a process
+    forked to run one of them (precompute's chunks), find them by name."""
+    module = types.ModuleType(f"_advisor_source_{hashlib.sha1(text.encode()).hexdigest()[:12]}")
+    exec(compile(text, f"<advisor {label}>", "exec"), module.__dict__)  # noqa: S102 - advisor's own text
+    sys.modules[module.__name__] = module
+    return module.__dict__
 
 
 def wrap(owner, attr: str, make_wrapper) -> None:
