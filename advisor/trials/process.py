@@ -111,8 +111,8 @@ class Pace:
             self.compile_s.append(float(child["compile_s"]))
 
 
-# torch.compile's seconds before a process of the analyze measured them: about what a ResNet's
-# or a small GPT's first compile takes (docs/trials.md, "Cost and budget")
+# torch.compile's seconds before a process of the analyze measured them: the low end of the
+# corpus' first compiles (docs/trials.md, "Cost and budget", has the figures)
 COMPILE_GUESS_S = 30.0
 
 
