@@ -105,10 +105,13 @@ def test_the_ddp_trial_runs_a_single_process_script_as_two_ranks_with_the_global
         assert c["config"]["data_parallel"]["value"]["class"] == "DistributedDataParallel"
     # samples/s count both ranks' batches of 32
     assert trial["samples_per_s"] == pytest.approx(64 * 1000.0 / trial["step_time_ms"], rel=1e-6)
-    # scaling against one process: the baseline and its repeat (the runs the trial was judged against)
+    # scaling against one process: the runs the trial was judged against, the baseline and its
+    # repeat, or the two repeats where the baseline and its repeat disagreed (a noisy host: the
+    # repeat is timed again, 00-baseline-repeat-2, and the two repeats are the reference)
     sc = trial["scaling"]
-    ref = [t for t in doc["trials"] if t["name"] == "00-baseline-repeat"][0]
-    one = 64 * 1000.0 / ((doc["measurement"]["step_time_ms"] + ref["step_time_ms"]) / 2)
+    repeats = [t["step_time_ms"] for t in doc["trials"] if t["name"].startswith("00-baseline-repeat")]
+    ref_ms = repeats if len(repeats) == 2 else [doc["measurement"]["step_time_ms"], *repeats]
+    one = 64 * 1000.0 / (sum(ref_ms) / 2)
     assert sc["gpus"] == 2 and sc["one_gpu_source"] == "the runs it was judged against"
     assert sc["one_gpu_samples_per_s"] == pytest.approx(one, rel=1e-6)
     assert sc["speedup_vs_one_gpu"] == pytest.approx(trial["samples_per_s"] / one, rel=1e-6)
