@@ -72,6 +72,8 @@ class TrialRecord(TypedDict, total=False):
     startup_s: float | None
     warmup_cost_s: float | None
     compile_s: float | None        # seconds torch.compile spent in the process (runner.oneoffs.compile_seconds)
+    compile_cold_s: float | None   # where it loaded its graphs from the shared cache: their compile (trials.compile_book)
+    compile_cache: dict | None     # {"hits", "misses"}: graphs loaded from the cache and compiled
     samples_cache: list[dict] | None  # the dataset's samples it loaded or saved (interventions.samples_cache)
     gpu: str | None                # its GPU where trials run side by side (trials.gpus)
     gpu_offset: float | None       # its step times were divided by this: that GPU's offset from the first
@@ -268,7 +270,7 @@ _TRIAL = {"name": SCALAR, "fix": SCALAR, "status": SCALAR, "reason": SCALAR, "de
           "rung_note": SCALAR, "interventions": [ANY], "traces": [ANY], "apart": ANY, "ceiling": ANY,
           "batch_size": int, "micro_batches": int, "breakdown": _NUMS, "kernel_time_by_class": _NUMS,
           **{k: NUM for k in ("samples_per_s", "step_time_ms", "speedup_vs_baseline", "gain_vs_previous",
-                              "peak_memory_bytes", "warmup_cost_s", "compile_s", "gpu_offset",
+                              "peak_memory_bytes", "warmup_cost_s", "compile_s", "compile_cold_s", "gpu_offset",
                               "profiled_step_time_ms")}, "gpu": SCALAR}
 _FINDING = {"code": SCALAR, "name": SCALAR, "severity": SCALAR, "message": SCALAR, "evidence": [ANY],
             "estimated_gain_ms": NUM,

@@ -65,7 +65,7 @@ def lead_in_s(child: dict) -> float | None:
     held, released = at.get("held"), at.get("released")
     if isinstance(held, (int, float)) and isinstance(released, (int, float)) and released >= held:
         work -= released - held
-    return max(0.0, work - steady / 1e3 + samples_cache_s(child)) + (warmup_cost_s(child) or 0.0)
+    return max(0.0, work - steady / 1e3 + samples_cache_s(child) + compile_cache_s(child)) + (warmup_cost_s(child) or 0.0)
 
 
 def samples_cache_s(child: dict) -> float:
@@ -79,6 +79,16 @@ def samples_cache_s(child: dict) -> float:
         else:
             out -= e.get("saved_s", 0.0)
     return out
+
+
+def compile_cache_s(child: dict) -> float:
+    """What torch.compile would have taken without the analyze's compile cache, beyond what it
+    took: the stack's cold compile (trials.compile_book) less the load, where the process loaded
+    every graph. The user's first run of fixes.patch compiles them."""
+    cold, took = child.get("compile_cold_s"), child.get("compile_s")
+    if isinstance(cold, (int, float)) and isinstance(took, (int, float)) and cold > took:
+        return cold - took
+    return 0.0
 
 
 def one_off_s(child: dict, base: dict) -> float | None:
@@ -315,6 +325,8 @@ def trial_figures(child: dict, analysis: dict | None, base: dict) -> dict:
         "first_step_ms": (child.get("warmup_step_times_ms") or [None])[0],
         "warmup_cost_s": warmup_cost_s(child),
         "compile_s": child.get("compile_s"),   # torch.compile's own time in it (a cached graph: its load)
+        "compile_cold_s": child.get("compile_cold_s"),   # ... loaded: what compiling it took (one_off_s counts this)
+        "compile_cache": child.get("compile_cache"),     # graphs it loaded from the shared cache and compiled
         "samples_cache": child.get("samples_cache") or None,  # samples it loaded or saved (its one_off_s counts their computing)
         "gpu": child.get("gpu"),               # its GPU, where trials run side by side (trials.gpus)
         "gpu_offset": child.get("gpu_offset"),  # its step times were divided by this (that GPU's offset)

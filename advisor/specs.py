@@ -85,6 +85,11 @@ def trial_spec(script: str, script_args: list[str], run_dir: Path, opts: Analyze
     return spec
 
 
+# --cache DIR, in advisor's environment (use_cache_dir): the trials' compile book lives there
+# (trials.compile_book), and nothing is written beside a compile cache that is the user's own
+COMPILE_CACHE_ENV = "ADVISOR_COMPILE_CACHE"
+
+
 def compile_cache_env(run_dir: Path | str) -> dict[str, str]:
     """Where the processes after the baseline keep torch.compile's caches (Inductor's FX graphs
     and AOTAutograd's, Triton's kernels): one directory they all share, <run_dir>/cache, so a
@@ -106,6 +111,7 @@ def use_cache_dir(cache: str) -> str:
     for name, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
         (root / sub).mkdir(parents=True, exist_ok=True)
         os.environ[name] = str(root / sub)
+    os.environ[COMPILE_CACHE_ENV] = str(root)   # advisor's own: its compile book goes there too
     return str(root)
 
 

@@ -4,7 +4,8 @@
 # Each entry of benchmarks/corpus/ runs from a scratch cwd, as corpus.sh runs it. Prints the table
 # (benchmarks/speed_table.py).
 #   usage: [MODES="one all full fullall cache"] [TIMEOUT=600] bash benchmarks/speed.sh NAME ...
-#   one:   default options, --trial-gpus 1, the entries side by side, one GPU each; each given an
+#   one:   default options, --trial-gpus 1, the entries side by side, one GPU and 1/GPUS of the
+#          cores each (taskset); each given an
 #          empty --cache DIR of its own (compiles as the default's run-directory cache does)
 #   cache: as one, a second time with the same --cache DIR: it loads the graphs one compiled
 #          (run it in the same call as one: the DIR is on the machine's disk)
@@ -25,16 +26,20 @@ analyze() {  # MODE NAME GPU-LIST EXTRA...
   local dir=$REPO/benchmarks/corpus/$name
   local cwd=$W/cwd-$mode-$name; mkdir -p $cwd; cd $cwd
   # shellcheck disable=SC2046
-  CUDA_VISIBLE_DEVICES=$gpus timeout -s INT ${TIMEOUT:-600} python3 -m advisor analyze "$@" \
+  CUDA_VISIBLE_DEVICES=$gpus ${PIN:-} timeout -s INT ${TIMEOUT:-600} python3 -m advisor analyze "$@" \
       $dir/$(cat $dir/script.txt) $(sed "s#{dir}#$dir#g" $dir/gpu_args.txt) >> $W/$mode-$name.log 2>&1
   echo "$mode $name: exit $?" >> $W/$mode-$name.log
 }
 
-side_by_side() {  # MODE EXTRA...: the entries at once, one GPU each
+side_by_side() {  # MODE EXTRA...: the entries at once, one GPU each and its share of the cores
   local mode=$1; shift
-  local i=0
+  local i=0 per=$(( $(nproc) / GPUS ))
   for name in "${names[@]}"; do
-    ( analyze $mode $name $(( i % GPUS )) --out $W/$mode/$name "${@//\{name\}/$name}" ) &
+    local g=$(( i % GPUS ))
+    # bound to 1/GPUS of the cores, as a one-GPU machine of the same kind has them (advisor sizes
+    # loader workers and guesses for the cores it may run on: advisor/host.py)
+    ( PIN="taskset -c $(( g * per ))-$(( g * per + per - 1 ))" \
+      analyze $mode $name $g --out $W/$mode/$name "${@//\{name\}/$name}" ) &
     i=$(( i + 1 )); if (( i % GPUS == 0 )); then wait; fi
   done
   wait

@@ -41,6 +41,12 @@ def test_the_processes_share_a_cache_in_the_run_directory_and_a_second_analyze_r
     # the graphs were loaded, not compiled: Dynamo still traces, Inductor's work is skipped
     assert second["measurement"]["compile_s"] < 0.75 * cold, (second["measurement"]["compile_s"], cold)
     assert repeat["compile_s"] < 0.75 * cold   # in the first analyze too, the repeat loaded the baseline's
+    # ... and its record says so, with the compile the user's run pays (the book beside the graphs)
+    assert repeat["compile_cache"]["hits"] > 0 and repeat["compile_cache"]["misses"] == 0
+    book = json.loads((cache / "advisor-compiles.json").read_text())
+    assert list(book.values()) == [round(cold, 3)]
+    again = next(t for t in second["trials"] if t["name"] == "00-baseline-repeat")
+    assert repeat["compile_cold_s"] == again["compile_cold_s"] == round(cold, 3)
     # without --cache the processes' cache lives in the run directory and goes with the run
     third = _analyze(tmp_path / "three", tmp_path)
     assert "compile_cache" not in third["trial_summary"] and not (tmp_path / "three" / "cache").exists()

@@ -8,6 +8,7 @@ import random
 import torch
 from test_runner_support import write
 
+from advisor.host import usable_cpus
 from advisor.interventions import precompute
 from advisor.runner.parent import run_child
 
@@ -134,7 +135,7 @@ def test_a_slow_dataset_is_computed_over_forked_processes_in_order():
     assert (random.random(), torch.rand(1).item()) == expected
     assert [int(x[0]) for x, _ in got] == [s["i"] for _, s in got] == list(range(4096))
     makers = {s["pid"] for _, s in got[samples_source.CHUNK:]}
-    assert os.getpid() not in makers and len(makers) == samples_source.processes(4096, os.cpu_count() or 1)
+    assert os.getpid() not in makers and len(makers) == samples_source.processes(4096, usable_cpus())
     assert all(s["pid"] == os.getpid() for _, s in got[:samples_source.CHUNK])   # the timed first chunk
     assert not any(x.is_shared() for x, _ in got)
 

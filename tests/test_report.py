@@ -669,3 +669,7 @@ def test_ladder_shows_each_trials_gpu_and_compile_time(tmp_path):
     assert "on GPU 2, its step times divided by its offset 1.031" in shown
     assert "compile 12.3 s" in shown
     assert ladder.count("trial-gpu") == 1   # the other rows ran on the one GPU
+    # loaded from the analyze's compile cache: the cell gives the compile a fresh run pays
+    row.update(compile_s=3.21, compile_cold_s=41.5)
+    shown = report_html.render_html(doc, tmp_path).split("(02-dataloader-workers-4)", 1)[1].split("</tr>", 1)[0]
+    assert "compile 41.5 s (here loaded in 3.2 s)" in shown

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
 from advisor.fixes.base import Fix, loader
+from advisor.host import usable_cpus
 
 
 class DataloaderWorkers(Fix):
@@ -16,7 +15,7 @@ class DataloaderWorkers(Fix):
     tie_reason = "with more headroom"   # more workers: room for the fixes that speed the GPU up later
 
     def candidates(self, params, environment):
-        cpus = int(environment.get("cpu_count") or os.cpu_count() or 2)
+        cpus = int(environment.get("cpu_count") or usable_cpus())
         # A few values, not a sweep: each trial is a fresh process. Half the cores and all of
         # them (up to 8: beyond that workers mostly contend for the same memory bandwidth).
         values = sorted({max(2, min(8, cpus) // 2), max(2, min(8, cpus))})
@@ -30,7 +29,7 @@ class DataloaderWorkers(Fix):
 
         if _user_site(ctx, fix):
             return None    # the user's own DataLoader, passed to the Trainer: the generic edit
-        workers = int(params.get("num_workers") or max(2, min(8, os.cpu_count() or 2)))
+        workers = int(params.get("num_workers") or max(2, min(8, usable_cpus())))
         items = [("dataloader_num_workers", str(workers))]
         if workers > 0 and _hf_has("dataloader_persistent_workers"):
             items.append(("dataloader_persistent_workers", "True"))

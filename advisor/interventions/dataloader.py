@@ -6,10 +6,9 @@ which is what pinning is for.
 
 from __future__ import annotations
 
-import os
-
 import torch
 
+from advisor.host import usable_cpus
 from advisor.runtime.patching import wrap
 
 NAME = "dataloader-workers"
@@ -103,4 +102,4 @@ def _async_copies() -> None:
 
 
 def default_workers() -> int:
-    return max(2, min(8, os.cpu_count() or 2))
+    return max(2, min(8, usable_cpus()))

@@ -12,11 +12,11 @@ checks and after the pass, so the script's own random stream is what it would ha
 
 from __future__ import annotations
 
-import os
 import time
 
 import torch
 
+from advisor.host import usable_cpus
 from advisor.interventions import samples_cache
 from advisor.runtime import SAMPLES_VARY, samples_source
 from advisor.runtime.patching import making_batches, not_applied, restore_rng, rng_states, source_functions, wrap
@@ -122,7 +122,7 @@ def plan(dataset, max_bytes: int = MAX_BYTES, max_seconds: float = MAX_SECONDS) 
         return f"the samples would take ~{size / (1 << 30):.1f} GiB (limit {max_bytes / (1 << 30):.0f} GiB)"
     if took is not None and took > max_seconds:
         return f"computing every sample took {took:.0f} s in an earlier trial (limit {max_seconds:.0f} s)"
-    estimate = per_sample * n / samples_source.processes(n, os.cpu_count() or 1)
+    estimate = per_sample * n / samples_source.processes(n, usable_cpus())
     if took is None and estimate > max_seconds:
         return f"computing every sample would take ~{estimate:.0f} s (limit {max_seconds:.0f} s)"
     return None

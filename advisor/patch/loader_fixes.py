@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import os
-
 import libcst as cst
 
+from advisor.host import usable_cpus
 from advisor.runtime import samples_source
 
 from . import knobs
@@ -104,7 +103,7 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
     here = location(f, f.line_of(call))
     workers = p.get("num_workers")
     if workers is None and name == "dataloader-workers":
-        workers = max(2, min(8, os.cpu_count() or 2))
+        workers = max(2, min(8, usable_cpus()))
     # pinned host memory only feeds an accelerator, and only where the trial pinned: on a CPU
     # PyTorch warns that no accelerator is found and pins nothing
     pin = bool(p.get("pin_memory", name == "pin-memory")) and _on_accelerator(ctx.config)

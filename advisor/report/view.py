@@ -91,7 +91,7 @@ def trial_row(t: dict, steps_per_epoch=None) -> dict:
             "gain": num(t.get("gain_vs_previous")), "breakdown": _dict(t.get("breakdown")),
             "warmup_cost_s": num(t.get("warmup_cost_s")),
             "one_off_s": num(t.get("one_off_s")), "break_even_steps": num(t.get("break_even_steps")),
-            "break_even": break_even_text(t, steps_per_epoch), "compile_s": num(t.get("compile_s")),
+            "break_even": break_even_text(t, steps_per_epoch), "compile_s": num(t.get("compile_s")), "compile_cold_s": num(t.get("compile_cold_s")),
             "gpu": str(t["gpu"]) if t.get("gpu") is not None else None, "gpu_offset": num(t.get("gpu_offset")),
             "profiled_step_time_ms": num(t.get("profiled_step_time_ms")),
             "kernel_time_by_class": _dict(t.get("kernel_time_by_class")),

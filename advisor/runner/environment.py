@@ -3,13 +3,14 @@ from torch only once the script has initialized CUDA, else from NVML / nvidia-sm
 
 from __future__ import annotations
 
-import os
 import platform
 import shutil
 import subprocess
 import threading
 
 import torch
+
+from advisor.host import usable_cpus
 
 
 def _s(x) -> str:
@@ -60,7 +61,7 @@ class GpuQuery:
 def environment(gpu: GpuQuery | None) -> dict:
     env = {"python": platform.python_version(), "torch": torch.__version__,
            "cuda": torch.version.cuda, "cudnn": None, "driver": None, "gpu_name": None,
-           "gpu_count": 0, "gpu_memory_bytes": None, "cpu_count": os.cpu_count(),
+           "gpu_count": 0, "gpu_memory_bytes": None, "cpu_count": usable_cpus(),
            "platform": platform.platform()}
     try:
         # cudnn.version() initializes CUDA (it checks device capabilities): only once the

@@ -73,6 +73,21 @@ def compile_seconds() -> float | None:
         return None
 
 
+def compile_cache_use() -> dict | None:
+    """How this process's compiled graphs came: {"hits", "misses"} of Inductor's FX graph cache
+    and AOTAutograd's (a hit is a graph loaded, not compiled); None when it never compiled."""
+    if not compiled_graphs():
+        return None
+    try:
+        from torch._dynamo.utils import counters
+
+        fx, aot = counters["inductor"], counters["aot_autograd"]
+        return {"hits": int(fx["fxgraph_cache_hit"] + aot["autograd_cache_hit"]),
+                "misses": int(fx["fxgraph_cache_miss"] + aot["autograd_cache_miss"])}
+    except Exception:
+        return None
+
+
 def _sync() -> None:
     try:
         if torch.cuda.is_initialized():

@@ -113,6 +113,7 @@ def child_doc(ctl) -> dict:
         "exit": dict(ctl.outcome.exit),
         "startup": ctl.startup.doc(),
         "compile_s": _compile_seconds(),
+        "compile_cache": _compile_cache_use(),
         "samples_cache": _samples_cache(),
         "executed_lines": ctl.lines.doc() if ctl.lines is not None else {},
         "own_profiler": ctl.script_profilers.doc() if ctl.script_profilers is not None else None,
@@ -127,6 +128,12 @@ def _compile_seconds() -> float | None:
     from advisor.runner.oneoffs import compile_seconds  # torch: the child's, imported there already
 
     return compile_seconds()
+
+
+def _compile_cache_use() -> dict | None:
+    from advisor.runner.oneoffs import compile_cache_use
+
+    return compile_cache_use()
 
 
 def _samples_cache() -> list:

@@ -28,7 +28,9 @@ EVERY_SAMPLE = f'''def _every_sample(dataset):
     start = time.perf_counter()
     samples = [dataset[i] for i in range(min(n, {CHUNK}))]
     serial_s = (time.perf_counter() - start) * n / max(1, len(samples))
-    processes = min({PROCESSES}, os.cpu_count() or 1, n // {CHUNK})
+    # the cores this process may run on (taskset, a job's CPU binding), not the machine's
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    processes = min({PROCESSES}, cpus, n // {CHUNK})
     leaves = torch.utils._pytree.tree_leaves(samples[:1])
     on_gpu = any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in leaves)
     if serial_s < {SERIAL_S:g} or processes < 2 or on_gpu or "fork" not in multiprocessing.get_all_start_methods():

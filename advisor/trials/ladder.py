@@ -19,7 +19,7 @@ from pathlib import Path
 from advisor import engine, fixes, measure
 from advisor.contracts import TrialRecord
 from advisor.runtime import SAMPLES_VARY
-from advisor.trials import apart, guesses, reference, rungs, scaling, stopping
+from advisor.trials import apart, compile_book, guesses, reference, rungs, scaling, stopping
 from advisor.trials.candidates import Candidate, candidates_from_findings
 from advisor.trials.ceiling import NAME as CEILING
 from advisor.trials.gpus import ParallelRunner
@@ -43,6 +43,10 @@ def run_trials(ctx: TrialContext, on_final_stack=None) -> dict:
         count = len(ctx.gpus) - 1
     ctx.ahead = Lookahead(ctx.run_dir, count, str(Path.cwd()), ctx.stdout_to_stderr, *ctx.started_ahead)
     ctx.ahead.note(ctx.baseline)
+    # the baseline's own compile, where it shares the trials' cache (--cache DIR): the cold cost
+    # of the graphs every trial without a program change then loads
+    compile_book.settle(ctx.baseline, {"script": str(Path(ctx.script).absolute()),
+                                       "argv": [ctx.script, *ctx.script_args], "interventions": []})
     ctx.started_ahead = (None, None)
     try:
         result = _Ladder(ctx, on_final_stack).run()

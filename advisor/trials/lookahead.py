@@ -22,12 +22,12 @@ guess would have nowhere to wait and would train beside the trial being timed.
 
 from __future__ import annotations
 
-import os
 import resource
 import threading
 from pathlib import Path
 
 from advisor import fixes
+from advisor.host import usable_cpus
 from advisor.runner.ahead import HeldChild, WarmChild, spec_key, start_warm
 
 # The trial running now: its guesses stop when its timed window opens and go on once its
@@ -65,7 +65,7 @@ def host_count(asked: int | None = None) -> int:
     process after next: advisor.trials.guesses.)"""
     if asked is not None:
         return max(0, asked)
-    cpus = os.cpu_count() or 1
+    cpus = usable_cpus()
     return 5 if cpus >= 16 else 3 if cpus >= 12 else 2 if cpus >= 8 else 1 if cpus >= 4 else 0
 
 

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from advisor import fixes, measure, results, specs
 from advisor.contracts import TrialRecord
+from advisor.trials import compile_book
 from advisor.trials.candidates import Candidate
 from advisor.trials.lookahead import quiet_s
 
@@ -215,6 +216,7 @@ def _run(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = T
     finally:
         ctx.ahead.resume()
     ctx.ahead.note(child)
+    compile_book.settle(child, spec)   # a compile it loaded from the shared cache is costed cold
     names = [*(a["name"] for a in ctx.applied), *(p.name for c in stack for p in c.parts)]
     changes_batch = any(fixes.trait(n, "changes_batch") for n in names)
     measure.hold_batch(child, ctx.baseline, changes_batch)

@@ -53,7 +53,7 @@ def _retime(lad, repeat: dict) -> bool:
     do: result["unsettled"] says the host is too noisy to judge fixes, and no trial runs."""
     named = [("the baseline", lad.base), ("its repeat", repeat)]
     apart = lad.noise
-    why = sanity.diagnose(named, lad.ctx.environment.get("cpu_count"))
+    why = sanity.diagnose(named)   # the load average is the machine's: its cores, not the process's
     lad.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "reference",
                         "reason": f"{apart:.0%} from the baseline, beyond any run-to-run noise: {why}; timed again",
                         "interventions": [], **measure.trial_figures(repeat, None, lad.base)})

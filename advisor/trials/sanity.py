@@ -44,7 +44,7 @@ def _run_note(name: str, child: dict) -> str | None:
 def diagnose(named_runs: list[tuple[str, dict]], cpu_count: int | None = None) -> str:
     """What the runs' step times and the host say about why they disagree, in words."""
     notes = [n for n in (_run_note(name, run) for name, run in named_runs) if n]
-    load, cpus = load_average(), cpu_count or os.cpu_count() or 1
+    load, cpus = load_average(), cpu_count or os.cpu_count() or 1   # the machine's, as the load average
     if load is not None and load > cpus:
         notes.append(f"the host is loaded (load average {load:.1f} on {cpus} cores)")
     return "; ".join(notes) or "nothing in the runs' step times or the host's load explains it"

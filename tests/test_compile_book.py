@@ -1,0 +1,47 @@
+"""The compile book: a trial that loaded its stack's graphs from the analyze's shared compile
+cache is costed with the compile that made them, as the user's first run pays it."""
+
+import json
+
+from advisor import measure
+from advisor.trials import compile_book
+
+
+def _spec(tmp_path, *interventions, args=("--epochs", "1")):
+    return {"script": "/w/train.py", "argv": ["train.py", *args], "environ": {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")},
+            "interventions": [{"name": n, "params": p} for n, p in interventions]}
+
+
+def test_a_process_that_loaded_every_graph_takes_the_cold_compile_of_the_one_that_made_them(tmp_path):
+    cold = {"compile_s": 42.0, "compile_cache": {"hits": 0, "misses": 2}}
+    compile_book.settle(cold, _spec(tmp_path, ("torch-compile", {"mode": "default"}), ("amp", {"dtype": "bfloat16"})))
+    assert "compile_cold_s" not in cold
+    assert json.loads((tmp_path / "advisor-compiles.json").read_text()) == {
+        compile_book.graphs_key(_spec(tmp_path, ("amp", {"dtype": "bfloat16"}), ("torch-compile", {"mode": "default"}))): 42.0}
+    # the same program on top of more workers: loaded, and costed cold (fixes that feed data leave the graphs)
+    loaded = {"compile_s": 6.5, "compile_cache": {"hits": 2, "misses": 0}}
+    compile_book.settle(loaded, _spec(tmp_path, ("amp", {"dtype": "bfloat16"}), ("torch-compile", {"mode": "default"}),
+                                      ("dataloader-workers", {"num_workers": 8})))
+    assert loaded["compile_cold_s"] == 42.0
+    assert measure.compile_cache_s(loaded) == 42.0 - 6.5
+
+
+def test_other_programs_other_arguments_and_partial_misses_are_not_given_a_cold_cost(tmp_path):
+    compile_book.settle({"compile_s": 42.0, "compile_cache": {"misses": 2}}, _spec(tmp_path, ("torch-compile", {})))
+    for child, spec in (
+            ({"compile_s": 6.0, "compile_cache": {"hits": 2}}, _spec(tmp_path, ("torch-compile", {}), ("channels-last", {}))),
+            ({"compile_s": 6.0, "compile_cache": {"hits": 2}}, _spec(tmp_path, ("torch-compile", {}), args=("--bs", "64"))),
+            ({"compile_s": 30.0, "compile_cache": {"hits": 1, "misses": 1}}, _spec(tmp_path, ("torch-compile", {})))):
+        compile_book.settle(child, spec)
+        assert "compile_cold_s" not in child and measure.compile_cache_s(child) == 0.0
+    # a partial miss compiled its stack's graphs itself: the book keeps the first cold compile
+    assert list(json.loads((tmp_path / "advisor-compiles.json").read_text()).values()).count(42.0) == 1
+
+
+def test_nothing_is_written_beside_a_compile_cache_that_is_the_users_own(tmp_path, monkeypatch):
+    monkeypatch.delenv("ADVISOR_COMPILE_CACHE", raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "theirs"))
+    spec = {"script": "/w/train.py", "argv": ["train.py"], "environ": {}, "interventions": []}
+    assert compile_book.book_path(spec) is None
+    compile_book.settle({"compile_s": 42.0, "compile_cache": {"misses": 2}}, spec)
+    assert list(tmp_path.iterdir()) == []
