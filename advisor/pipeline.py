@@ -321,8 +321,11 @@ class Analyze:
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
 
     def _fits(self, seconds: float) -> bool:
-        """Whether a run of this many seconds, started now, ends inside the whole analyze's budget."""
-        return self.budget_s is None or time.monotonic() - self.started + seconds <= self.budget_s
+        """Whether a run of this many seconds, started now, ends inside the whole analyze's budget
+        (as the trials plan it: trials.planned_end)."""
+        from advisor import trials
+
+        return self.budget_s is None or time.monotonic() - self.started + seconds <= trials.planned_end(self.budget_s)
 
     def _time_stack(self, opts: AnalyzeOptions, stack: list[dict], gpu: str | None, signals) -> float | None:
         """The kept stack timed once more with advisor's run-time fixes (a timing-only process,

@@ -21,7 +21,7 @@ Modules, in the order a ladder uses them:
 """
 
 from advisor.trials.ladder import run_trials
-from advisor.trials.process import TrialContext, TrialRunner, default_budget_s
+from advisor.trials.process import TrialContext, TrialRunner, default_budget_s, planned_end
 from advisor.trials.state import REPEAT
 
-__all__ = ["REPEAT", "TrialContext", "TrialRunner", "default_budget_s", "run_trials"]
+__all__ = ["REPEAT", "TrialContext", "TrialRunner", "default_budget_s", "planned_end", "run_trials"]

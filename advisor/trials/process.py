@@ -163,12 +163,23 @@ class TrialContext:
             left = per + max(verify, per)
         else:
             left = max(per, verify) if len(self.gpus) > 1 else per + verify
-        return time.monotonic() - self.started + left > self.budget_s
+        return time.monotonic() - self.started + left > planned_end(self.budget_s)
 
 
 # The whole analyze's default budget, by the GPUs its trials run on side by side: side by side,
 # the guesses take the next processes' start-up off the ladder's chain of verdicts.
 DEFAULT_BUDGET_S = {1: 240.0, 2: 180.0, 4: 120.0}
+
+
+# What the processes are planned to fill of the budget: the estimates they start on (the median
+# process, a compile's guess, the verification's) err either way, and the verification's analysis
+# and the report come after the last; planned to its very end, half the analyzes end past it.
+PLANNED_FRACTION = 0.95
+
+
+def planned_end(budget_s: float) -> float:
+    """The seconds from the analyze's start by which its processes are planned to end."""
+    return budget_s * PLANNED_FRACTION
 
 
 def default_budget_s(gpus: int) -> float:
