@@ -102,3 +102,30 @@ def amp_fix(ctx) -> dict:
             + ("" if bf16_ok else "\n# fp16 needs a GradScaler: scaler = torch.amp.GradScaler()"))
     return fix("amp", changes_numerics=True, code=code, where=ctx.where("autocast"),
                dtype="bfloat16" if bf16_ok else "float16")
+
+
+# cuDNN's algorithm search at every step under nn.DataParallel (ADV124): a step's device-wide
+# synchronizations beyond this many are the search's, not the script's own (a loss.item() syncs
+# the stream, not the device: the search synced 428 times a step on 4 H200s) ...
+SEARCH_SYNCS = 20
+# ... and a forward this many times the backward's GPU time is searching: a training step's
+# backward does about twice the forward's work (the DataParallel step without search: 6.5 vs 5.6 ms)
+SEARCH_FORWARD_OVER_BACKWARD = 2.0
+SEARCH_SYNC_CALLS = ("cudaDeviceSynchronize", "cudaEventSynchronize")
+
+
+def data_parallel(ctx) -> bool:
+    """The model is an nn.DataParallel (one process, a thread per replica)."""
+    return (ctx.value("data_parallel") or {}).get("class") == "DataParallel"
+
+
+def dataparallel_cudnn_search(ctx) -> bool:
+    """Each step's forward runs cuDNN's benchmark search again (nn.DataParallel's replica threads
+    are new at every call; cuDNN keeps benchmarked plans per thread): ADV124's finding, whose
+    synchronizations are then not the script's own (ADV110)."""
+    if not data_parallel(ctx) or ctx.value("cudnn.benchmark") is False:
+        return False
+    syncs = sum(float(s.get("per_step") or 0.0) for s in ctx.analysis.get("syncs") or []
+                if s.get("name") == "cudaDeviceSynchronize")
+    fwd, bwd = phase_ms(ctx, "forward"), phase_ms(ctx, "backward")
+    return syncs >= SEARCH_SYNCS and bwd > 0 and fwd >= SEARCH_FORWARD_OVER_BACKWARD * bwd

@@ -2,7 +2,8 @@
 
 What it does:
     Checks the observed ``torch.backends.cudnn.benchmark`` (and ``deterministic``) when the
-    trace shows convolution kernels.
+    trace shows convolution kernels; not where the model is an nn.DataParallel over several
+    GPUs, whose benchmark mode searches again at every step (ADV124).
 
 Why is this bad:
     Without benchmark mode cuDNN picks a convolution algorithm by heuristics. With it, cuDNN
@@ -20,7 +21,7 @@ Fix safety:
     change every step, benchmarking repeats for each new shape and can slow training.
 """
 
-from ._common import class_ms_per_step, fix, ms
+from ._common import class_ms_per_step, data_parallel, fix, ms
 
 CODE = "ADV108"
 NAME = "cudnn-benchmark-off"
@@ -29,7 +30,8 @@ NEEDS = ("gpu", "config")
 FIX = "cudnn-benchmark"
 HITS = ("fp32_nchw_config",)
 NON_HITS = {"amp_bf16_channels_last_config": "benchmark=True observed",
-            "fp32_nchw": "no observed config: the flag is unknown"}
+            "fp32_nchw": "no observed config: the flag is unknown",
+            "dp_no_benchmark_config": "nn.DataParallel over 4 GPUs: benchmark mode would search at every step (ADV124)"}
 
 
 def _has_convs(ctx) -> bool:
@@ -42,6 +44,8 @@ def check(ctx):
     det = ctx.value("cudnn.deterministic")
     if bench is True or bench is None or not _has_convs(ctx):
         return None
+    if data_parallel(ctx) and int(ctx.environment.get("gpu_count") or 0) > 1:
+        return None   # its replicas' threads are new at every call: cuDNN would search every step (ADV124)
     conv_ms = class_ms_per_step(ctx, "tc_gemm_conv") + class_ms_per_step(ctx, "gemm_conv")
     where = ctx.where("cudnn.benchmark")
     return {

@@ -33,7 +33,7 @@ Fix safety:
     suggest-only: removing them changes when values are read, which only the author can judge.
 """
 
-from ._common import fix, ms, phase_ms, step_ms
+from ._common import SEARCH_SYNC_CALLS, dataparallel_cudnn_search, fix, ms, phase_ms, step_ms
 
 CODE = "ADV110"
 NAME = "host-syncs-in-step"
@@ -43,7 +43,8 @@ FIX = "defer-syncs"
 HITS = ("sync_item", "sync_item_observed_config", "gpu_run_h100_compiled_item_syncs",
         "gpu_run_h100_compiled_item_syncs_b", "gpu_run_h100_compiled_item_syncs_slow_host")
 NON_HITS = {"amp_bf16_channels_last": "no .item() or synchronize inside the step",
-            "fp32_nchw": "its 2 syncs per step are pageable H2D copies (ADV104's finding)"}
+            "fp32_nchw": "its 2 syncs per step are pageable H2D copies (ADV104's finding)",
+            "dp_benchmark_config": "its 812 syncs per step are cuDNN's search under DataParallel (ADV124's finding)"}
 # A sync per step costs most once the step is short and launched as CUDA graphs: this rule
 # often first fires on compile's trace, and that trial, started from scratch, pays its whole
 # start-up (docs/trials.md). advisor.guesses starts it ahead while compile's runs.
@@ -71,8 +72,11 @@ def device_item_sites(ctx) -> list[str]:
 
 
 def check(ctx):
+    # cuDNN's benchmark search under nn.DataParallel synchronizes the device by the hundred
+    # each step (ADV124's finding): those are not the script's to defer
+    searching = SEARCH_SYNC_CALLS if dataparallel_cudnn_search(ctx) else ()
     syncs = [s for s in ctx.analysis.get("syncs") or []
-             if s.get("per_step") and not str(s.get("name", "")).startswith(COPY_OPS)]
+             if s.get("per_step") and not str(s.get("name", "")).startswith(COPY_OPS) and s.get("name") not in searching]
     per_step = sum(float(s["per_step"]) for s in syncs)
     if per_step <= ctx.thresholds.syncs_per_step:
         return None

@@ -171,3 +171,30 @@ def test_cuda_graph_compile_sets_gradients_to_none(capfd, tmp_path):
     assert res["status"] == "complete", (res["incomplete_reasons"], err[-2000:])
     assert res["interventions_applied"] == ["torch.compile(model, mode='reduce-overhead') with zero_grad(set_to_none=True)"]
     assert {line for line in out.splitlines() if line.startswith("grad")} == {"grad True"}
+
+
+BENCHMARK_SCRIPT = """
+    import torch
+    import torch.backends.cudnn as cudnn
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    cudnn.benchmark = True          # the script's own choice, as kuangliu's main.py makes it
+    print("benchmark", torch.backends.cudnn.benchmark, flush=True)
+    for i in range(10000):
+        model(torch.randn(8, 4)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("fix,want", [("no-cudnn-benchmark", "False"), ("cudnn-benchmark", "True")])
+def test_cudnn_benchmark_is_held_whatever_the_script_sets(capfd, tmp_path, fix, want):
+    """no-cudnn-benchmark keeps benchmark mode off where the script turns it on (ADV124), as
+    cudnn-benchmark keeps it on; the config the runner observes says what the run used."""
+    script = write(tmp_path / "train.py", BENCHMARK_SCRIPT)
+    res, out, err, _ = run_advised(capfd, script, ["train.py"], str(tmp_path), str(tmp_path / "run"), timeout=300,
+                                   step_timeout=STEP_GUARD, warmup_steps=2, profile_steps=0, measure_steps=3,
+                                   measure_min_s=0, interventions=[{"name": fix, "params": {}}])
+    assert res["status"] == "complete", (res["incomplete_reasons"], err[-2000:])
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("benchmark ")] == [want]
+    assert res["config"]["cudnn.benchmark"]["value"] is (want == "True")

@@ -632,3 +632,25 @@ def test_cuda_graphs_patch_sets_gradients_to_none(cifar):
     # default mode, or set_to_none already asked for: nothing added
     _, plain = make_patch(str(cifar), [{"intervention": "torch-compile", "params": {}}], config)
     assert [n["intervention"] for n in plain] == ["torch-compile"]
+
+
+def test_no_cudnn_benchmark_turns_off_a_dataparallel_scripts_own_benchmark_where_it_sets_it(tmp_path):
+    """kuangliu's CIFAR trainer (the corpus) wraps its net in nn.DataParallel and sets
+    cudnn.benchmark = True inside ``if device == 'cuda':`` (ADV124): that assignment becomes False;
+    a script that never turns benchmark on has nothing to change (the default is off)."""
+    corpus = ROOT / "benchmarks" / "corpus" / "cifar_kuangliu"
+    script = _repo(tmp_path, corpus / "main.py")
+    line = next(i for i, t in enumerate(script.read_text().splitlines(), 1) if t.strip() == "cudnn.benchmark = True")
+    config = {"cudnn.benchmark": {"value": True, "where": f"main.py:{line}"},
+              "data_parallel": {"value": {"class": "DataParallel"}, "where": f"main.py:{line - 1}"}}
+    diff, notes = make_patch(str(script), [{"intervention": "no-cudnn-benchmark", "params": {}}], config)
+    assert [n["applied"] for n in notes] == [True], notes
+    assert [ln for ln in diff.splitlines() if ln.startswith(("+ ", "- "))] == \
+        ["-    cudnn.benchmark = True", "+    cudnn.benchmark = False"]
+    apply(script, diff)
+    assert assigned(ast.parse(script.read_text()), "cudnn.benchmark") == [False]
+    plain = _repo(tmp_path / "plain", FIXTURE)
+    text = plain.read_text()
+    _, notes = make_patch(str(plain), [{"intervention": "no-cudnn-benchmark", "params": {}}],
+                          {"cudnn.benchmark": {"value": False, "where": None}})
+    assert not notes[0]["applied"] and "turns cudnn.benchmark on" in notes[0]["reason"] and plain.read_text() == text

@@ -4,6 +4,7 @@ a one-run reference is timed again (confirm on demand), and when a fallback is t
 from __future__ import annotations
 
 import collections
+import time
 
 import pytest
 
@@ -26,13 +27,15 @@ def _finding(fix: str, gain: float) -> dict:
 def ladder(tmp_path, speeds: dict, findings: list[dict], environment: dict | None = None,
            baseline: dict | None = None, rules: list[dict] | None = None, idle: dict | None = None,
            only: set[str] | None = None, lookahead: int | None = None, with_ceiling: bool = False,
-           interrupted=None):
+           interrupted=None, budget_s: float | None = None, clock: list | None = None):
     """Run the ladder; speeds maps a stack (tuple of candidate keys) to the ms/step of its
     successive runs (the last one repeats; a run may be a whole child result), or to a whole
     child result. interrupted: the context's Ctrl-C question. rules: what the rules
     find on every trial's trace (each trial then has one; idle: a stack's GPU idle share in
     it, default unknown); else trials leave none. Returns
-    (result, calls: [(process name, stack keys, profiled)], progress lines)."""
+    (result, calls: [(process name, stack keys, profiled)], progress lines). budget_s: the whole
+    analyze's, on the fake clock ``clock`` ([now]; time.monotonic reads it) that every process
+    moves on by its elapsed_s."""
     calls, lines, seen = [], [], {}
 
     def traced(keys, ms):
@@ -48,6 +51,8 @@ def ladder(tmp_path, speeds: dict, findings: list[dict], environment: dict | Non
             keys = tuple(c.key for c in stack)
             calls.append((name, keys, profile, [(n, tuple(c.key for c in s), p) for n, s, p in guesses or []]))
             got = speeds[keys]
+            if clock is not None:
+                clock[0] += 10.0   # every process takes 10 s (the baseline's elapsed_s, ladder_on_clock)
             if isinstance(got, dict):
                 return (got, *traced(keys, None))
             i = seen.get(keys, 0)
@@ -70,7 +75,8 @@ def ladder(tmp_path, speeds: dict, findings: list[dict], environment: dict | Non
     ctx = trials.TrialContext(script="train.py", script_args=[], run_dir=tmp_path, opts=specs.AnalyzeOptions(),
                               baseline=baseline, baseline_findings=findings,
                               environment=environment or {}, progress=lines.append, only=only,
-                              lookahead=lookahead, interrupted=interrupted, runner=Fake())
+                              lookahead=lookahead, interrupted=interrupted, runner=Fake(),
+                              **({"budget_s": budget_s, "started": clock[0] - 20.0} if clock is not None else {}))   # the baseline's stage: 20 s
     return trials.run_trials(ctx), calls, lines
 
 
@@ -1358,6 +1364,30 @@ def test_ddp_goes_last_and_brings_no_retry(tmp_path):
     assert _rec(result, "01-")["status"] == "rejected" and _rec(result, "03-")["status"] == "accepted"
     assert not any("tf32" in n for n in names[3:]), names
     assert [c["name"] for c in result["stack"]] == ["channels-last", "ddp", "torch-compile"]
+
+
+def test_a_short_budget_keeps_room_for_the_fix_that_scales_out(tmp_path, monkeypatch):
+    """ddp goes last, and on several GPUs it is the largest gain: a fix before it starts only
+    where ddp's process still fits after it. Each process takes 10 s; the budget's 95% ends 65 s
+    after the start, 30 s gone at the repeat's end: tf32 fits with ddp's room (30 + 10 + 10 + 10),
+    channels-last does not (40 + 30), ddp does (40 + 10 + 10). Without that room channels-last
+    ran and ddp was not reached."""
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    ddp = "ddp(nproc=2)"
+    speeds = {(): [_elapsed(100.0)], ("tf32",): [_elapsed(99.0)], ("channels-last",): [_elapsed(80.0)],
+              (ddp,): [_elapsed(80.0, batch=16)], ("one-gpu",): [_elapsed(100.0)]}
+    base = {**_elapsed(100.0), "config": {"dataloader": {"value": {"batch_size": 8}}}}
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("ddp", 90.0), _finding("tf32", 6.0), _finding("channels-last", 5.0)],
+                              environment={"gpu_count": 2}, baseline=base, budget_s=65.0 / trials.planned_end(1.0),
+                              clock=clock)
+    names = [c[0] for c in calls]
+    assert names[:3] == ["00-baseline-repeat", "01-tf32", "02-ddp"], names
+    assert _rec(result, "channels-last")["status"] == "not run" and _rec(result, "02-ddp")["status"] == "accepted"
+
+
+def _elapsed(ms: float, batch: int = 8) -> dict:
+    return {**_timed(ms, batch=batch), "elapsed_s": 10.0}
 
 
 def test_a_trial_whose_kept_fix_did_not_apply_is_not_judged_on_the_wrong_stack(tmp_path):

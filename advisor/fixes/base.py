@@ -64,6 +64,7 @@ class Fix:
     # launches away): the ladder does not stop early while it is queued (trials/early.py)
     beyond_estimate: ClassVar[bool] = False
     feeds_data: ClassVar[bool] = False        # a fix of the data pipeline: the data-free ceiling's cached batch stands in for it
+    same_graphs: ClassVar[bool] = False       # leaves torch.compile's graphs of the model as they are (trials.compile_book)
     tie_reason: ClassVar[str] = "and came later"  # why a later value of its group wins a tie
     # the patch
     supersedes: ClassVar[tuple[str, ...]] = ()  # fixes whose arguments its edit replaces at one call

@@ -10,6 +10,7 @@ class CudnnBenchmark(Fix):
     runtime = "cudnn_benchmark"
     editor = "advisor.patch.flag_fixes:cudnn_benchmark"
     bundled = True
+    same_graphs = True   # cuDNN's convolutions, not Inductor's graphs
     slow_start = True   # its first step searches every convolution's algorithms
     where_key = "cudnn.benchmark"
     allowed_by = "nondeterministic"   # the algorithm cuDNN picks may differ from run to run

@@ -20,6 +20,7 @@ GEN0_THRESHOLD = 50_000   # allocations between generation-0 collections (Python
 
 class GcFreeze(Fix):
     name = "gc-freeze"
+    same_graphs = True   # Python's collector, not the model
     bundled = True   # small and safe: a few % at most alone
 
     def describe(self, params):

@@ -7,6 +7,7 @@ from advisor.fixes.base import Fix, value
 
 class SetToNone(Fix):
     name = "set-to-none"
+    same_graphs = True   # the gradients' reset, outside the model's graphs
     runtime = "set_to_none"
     editor = "advisor.patch.flag_fixes:set_to_none"
     bundled = True

@@ -18,14 +18,19 @@ def not_applicable(config, environment, params):
 
 
 def apply(params) -> None:
+    hold(True)
+
+
+def hold(on: bool) -> None:
+    """cudnn.benchmark set to ``on`` and kept there whatever the script assigns to it."""
     mod = torch.backends.cudnn
-    mod.benchmark = True
+    mod.benchmark = on
     cls = type(mod)
     base_setattr = cls.__setattr__
 
     def __setattr__(self, name, value):
         if name == "benchmark":
-            value = True
+            value = on
         return base_setattr(self, name, value)
 
     cls.__setattr__ = __setattr__

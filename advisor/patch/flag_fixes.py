@@ -157,6 +157,28 @@ def cudnn_benchmark(ctx: PatchContext, fix: dict, p: dict) -> dict:
     return applied(location(f, f.line_of(anchor)), ["torch.backends.cudnn.benchmark = True after the imports"])
 
 
+def _set_false(node: cst.Assign) -> cst.Assign:
+    return node.with_changes(value=cst.Name("False"))
+
+
+def no_cudnn_benchmark(ctx: PatchContext, fix: dict, p: dict) -> dict:
+    """The script's own ``cudnn.benchmark = True`` set to False where it is made (the default is
+    off: a script that never sets it has nothing to change)."""
+    site = ctx.site("cudnn.benchmark", fix, required=False)
+    if site is not None:
+        f, line = site
+        found = _assignments(f, "cudnn.benchmark", line) or _assignments(f, "benchmark", line)
+    else:
+        f = ctx.script_file()
+        found = _assignments(f, "cudnn.benchmark", ctx=ctx)
+    todo = [a for a in found if not is_literal(a.value, False)]
+    if not todo:
+        raise SkipFix("no assignment turns cudnn.benchmark on" + (f" at {location(f, site[1])}" if site else ""))
+    for a in todo:
+        ctx.on_node(f, a, _set_false)
+    return applied(location(f, f.line_of(todo[0])), ["cudnn.benchmark = False"])
+
+
 def tf32(ctx: PatchContext, fix: dict, p: dict) -> dict:
     script = ctx.script_file()
     edits, first = [], None

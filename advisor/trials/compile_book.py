@@ -10,7 +10,8 @@ counts the computing of samples a process loaded from the samples cache. A --cac
 the book with the graphs, so a later analyze's trials are costed as the first analyze's were.
 
 A stack's graphs are known by the script, its arguments and the stack's fixes that change the
-model's program (those that only feed data, Fix.feeds_data, leave its graphs as they are).
+model's program: those that feed data (Fix.feeds_data) or leave torch.compile's graphs as they
+are (Fix.same_graphs: cudnn.benchmark, a cached batch) do not.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def book_path(spec: dict) -> Path | None:
 def graphs_key(spec: dict) -> str:
     """The stack's graphs: the script, its arguments, and its fixes that change the program."""
     program = sorted(json.dumps([i.get("name"), i.get("params") or {}], sort_keys=True, default=str)
-                     for i in spec.get("interventions") or [] if not fixes.trait(i.get("name"), "feeds_data"))
+                     for i in spec.get("interventions") or []
+                     if not fixes.trait(i.get("name"), "feeds_data") and not fixes.trait(i.get("name"), "same_graphs"))
     doc = json.dumps([spec.get("script"), (spec.get("argv") or [])[1:], program], default=str)
     return hashlib.sha256(doc.encode()).hexdigest()[:20]
 

@@ -13,6 +13,7 @@ could turn on that one run (advisor.trials.verdicts.retime_reference).
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import time
 from pathlib import Path
 
@@ -252,6 +253,25 @@ class _Ladder:
         """The seconds a process of cand on the stack takes on top of the others (Pace.extra_for)."""
         return self.ctx.pace.extra_for([p.name for c in [*self.stack, cand] for p in c.parts])
 
+    def out_of_budget(self, cand: Candidate) -> bool:
+        """No process of cand starts that would not end inside the budget with its own extra
+        seconds, leaving the room a fix that scales out still needs after it."""
+        return self.ctx.out_of_budget(self.own_extra(cand), room_s=self._scale_out_room(cand))
+
+    def _scale_out_room(self, cand: Candidate) -> float:
+        """A fix that scales out (ddp) goes last, and on a machine of several GPUs it is most
+        often the largest gain of all: a process of another fix starts only where the scale-out's
+        own still fits after it (as long as a process, its cold start and compile on top), so a
+        short budget is not spent on the small fixes before it."""
+        if fixes.trait(cand.name, "scales_out"):
+            return 0.0
+        waiting = next((c for c in self.queue if fixes.trait(c.name, "scales_out") and c.key not in self.tried), None)
+        if waiting is None:
+            return 0.0
+        took = self.ctx.pace.took
+        per = statistics.median(took) if took else float(self.base.get("elapsed_s") or 0.0)
+        return per + self.ctx.pace.extra_for([p.name for c in [*self.stack, waiting] for p in c.parts])
+
     def kept_names(self, stack: list[Candidate] | None = None) -> set[str]:
         return {a["name"] for a in self.ctx.applied} | {p.name for c in (self.stack if stack is None else stack)
                                                          for p in c.parts}
@@ -260,7 +280,7 @@ class _Ladder:
         ctx = self.ctx
         if self.stopping():  # Ctrl-C since the loop looked: not started, not recorded
             return
-        if ctx.out_of_budget(self.own_extra(cand)) or self.n >= ctx.max_trials:
+        if self.out_of_budget(cand) or self.n >= ctx.max_trials:
             self.trials.append({"name": cand.key, "fix": cand.name, "status": "not run",
                                 "reason": "trial budget spent", "interventions": []})
             return
@@ -381,7 +401,7 @@ class _Ladder:
         verdict = verdict_now()
         measured = regime_noise(self.groups, self.ref_runs) is not None
         if len(self.ref_runs) == 1 and retime_reference(verdict.status, verdict.gain, verdict.threshold, measured) \
-                and not self.ctx.out_of_budget(self.own_extra(cand)) and not self.stopping():
+                and not self.out_of_budget(cand) and not self.stopping():
             self.say(f"trial {name}: {verdict.reason}; the reference has one run"
                      f"{'' if measured else ' and no noise of its own regime'}: timing it again")
             # guessed beside what comes next: a confirmation round's first run, the same stack
@@ -396,7 +416,7 @@ class _Ladder:
             verdict = verdict_now()
         after = guesses.likely_next(self, cand, name)  # what comes once the verdict is in
         while verdict.status == "unsure" and len(runs) < 1 + CONFIRM_ROUNDS \
-                and not self.ctx.out_of_budget(self.own_extra(cand)) \
+                and not self.out_of_budget(cand) \
                 and not self.stopping():
             self.say(f"trial {name}: {verdict.reason}; timing the reference and the trial again")
             k = len(runs)

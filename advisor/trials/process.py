@@ -149,13 +149,14 @@ class TrialContext:
     slot: Slot | None = None        # this process's GPU and its stop, side by side (trials.gpus)
     pace: Pace = field(default_factory=Pace)   # how long processes take, for the budget
 
-    def out_of_budget(self, extra_s: float = 0.0, changes_stack: bool = True) -> bool:
+    def out_of_budget(self, extra_s: float = 0.0, changes_stack: bool = True, room_s: float = 0.0) -> bool:
         """No process starts that would not end inside the budget, as long as the processes so
         far took (their median; the baseline's before any) and ``extra_s`` of its own (a
         compile), with the patch's verification still to come. A process whose verdict may
         change the stack is followed by the verification of that stack, at least as long as
         itself; one that does not (the data-free ceiling) has the verification after it on one
-        GPU, beside it on several."""
+        GPU, beside it on several. ``room_s``: a later process's seconds it must leave (the
+        scale-out that goes last: _Ladder.out_of_budget)."""
         took, verify_s = self.pace.took, self.pace.verify_s
         per = (statistics.median(took) if took else float(self.baseline.get("elapsed_s") or 0.0)) + extra_s
         verify = per if verify_s is None else verify_s
@@ -163,7 +164,7 @@ class TrialContext:
             left = per + max(verify, per)
         else:
             left = max(per, verify) if len(self.gpus) > 1 else per + verify
-        return time.monotonic() - self.started + left > planned_end(self.budget_s)
+        return time.monotonic() - self.started + left + room_s > planned_end(self.budget_s)
 
 
 # The whole analyze's default budget, by the GPUs its trials run on side by side: side by side,
