@@ -76,7 +76,8 @@ def ladder(tmp_path, speeds: dict, findings: list[dict], environment: dict | Non
                               baseline=baseline, baseline_findings=findings,
                               environment=environment or {}, progress=lines.append, only=only,
                               lookahead=lookahead, interrupted=interrupted, runner=Fake(),
-                              **({"budget_s": budget_s, "started": clock[0] - 20.0} if clock is not None else {}))   # the baseline's stage: 20 s
+                              # the baseline's stage took 20 s of the clock
+                              **({"budget_s": budget_s, "started": clock[0] - 20.0} if clock is not None else {}))
     return trials.run_trials(ctx), calls, lines
 
 
