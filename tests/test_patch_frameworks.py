@@ -231,6 +231,18 @@ def test_hf_argument_parser_defaults_in_code(tmp_path):
     assert "the command line already passes" in notes["amp"]["reason"]
 
 
+def test_hf_trainer_gets_gradient_checkpointing_and_is_told_to_raise_its_batch(tmp_path):
+    """activation-checkpointing on a Trainer script: TrainingArguments(gradient_checkpointing=True),
+    the Trainer's own switch; the doubled batch the trial measured with it is the user's to set."""
+    script = _write(tmp_path, HF)
+    config = {"input": {"value": {}, "where": _site(tmp_path, "transformers", "trainer.py", 3900)}}
+    diff, notes, new, tree = _patch(script, [{"intervention": "activation-checkpointing", "params": {"factor": 2}}], config)
+    assert _kwargs(tree, "TrainingArguments")["gradient_checkpointing"] == "True"
+    note = notes["activation-checkpointing"]
+    assert note["applied"] and note["changes_numerics"] and "per_device_train_batch_size x2" in note["warning"]
+    assert "_checkpoint_blocks" not in new
+
+
 def test_training_arguments_have_every_keyword_written():
     spec = importlib.util.find_spec("transformers")
     if spec is None:
@@ -240,7 +252,7 @@ def test_training_arguments_have_every_keyword_written():
     cls = next(n for n in ast.parse(src).body if isinstance(n, ast.ClassDef) and n.name == "TrainingArguments")
     fields = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
     assert {"bf16", "fp16", "torch_compile", "torch_compile_mode", "tf32", "dataloader_num_workers",
-            "dataloader_persistent_workers", "dataloader_pin_memory", "optim"} <= fields
+            "dataloader_persistent_workers", "dataloader_pin_memory", "optim", "gradient_checkpointing"} <= fields
     assert '"adamw_torch_fused"' in src
 
 

@@ -61,6 +61,7 @@ class Observer:
         self._optims: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._autocast_done = False
         self.want_forward = True      # record input/parameters at the next outermost forward
+        self.checkpoint_calls = 0     # torch.utils.checkpoint calls so far (_patch_checkpoint)
         self._h2d_loop = None
         self._h2d_pre = None
         self._zero_grad_seen = False
@@ -108,6 +109,7 @@ class Observer:
             self._wrap_init(cls, "data-parallel observation", self._record_dp)
         self._patch_backends()
         self._patch_autocast()
+        self._patch_checkpoint()
         self._patch_open()
         self._watch_first_model()
         self.placements.install(self.patches)
@@ -372,6 +374,21 @@ class Observer:
 
         self.patches.set(torch, "set_float32_matmul_precision", set_float32_matmul_precision)
 
+    def _patch_checkpoint(self) -> None:
+        """Activation checkpointing as the steps run it: calls of torch.utils.checkpoint's
+        checkpoint (a Hugging Face model's gradient checkpointing calls it too, bound when it is
+        switched on, after this), counted (the activation-checkpointing fix's check)."""
+        import torch.utils.checkpoint as cp
+
+        orig, obs = cp.checkpoint, self
+
+        @functools.wraps(orig)
+        def checkpoint(*a, **k):
+            obs.checkpoint_calls += 1
+            return orig(*a, **k)
+
+        self.patches.set(cp, "checkpoint", checkpoint)
+
     def snapshot_backends(self) -> None:
         self._backend_values = self._read_backends()
         self._safe("trained weights observation", self._record_trained)
@@ -464,6 +481,8 @@ class Observer:
             doc["attention"] = {**doc["attention"], "value": attention}
         if (used := dali_use.observed()) is not None:
             doc["dali"] = {"value": used, "where": None}
+        if self.checkpoint_calls:
+            doc["activation_checkpointing"] = {"value": {"calls": self.checkpoint_calls}, "where": None}
         if self._config_files:
             first = next(iter(self._config_files.values()))
             doc["config_files"] = {"value": list(self._config_files), "where": first}
