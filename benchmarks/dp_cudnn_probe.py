@@ -6,7 +6,8 @@ benchmarked plans per thread)?
     CUDA_VISIBLE_DEVICES=0,1,2,3 python3 benchmarks/dp_cudnn_probe.py --benchmark off -- SCRIPT ARGS...
 
 --benchmark script|on|off. The optimizer's steps are timed (wall time between two steps, the
-first --warmup left out); after --steps it prints one JSON line and ends the process.
+first --warmup left out); after --steps it prints one JSON line (on a line of its own) and ends
+the process.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def main() -> None:
         stamps.append(time.perf_counter())
         if len(stamps) > a.warmup + a.steps:
             gaps = [(b - c) * 1e3 for c, b in zip(stamps[a.warmup:], stamps[a.warmup + 1:])]
-            print(json.dumps({"benchmark": a.benchmark, "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+            # on a line of its own: a script's progress bar may have left the cursor mid-line
+            print("\n" + json.dumps({"benchmark": a.benchmark, "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
                               "gpus": torch.cuda.device_count(), "step_ms_median": round(statistics.median(gaps), 2),
                               "step_ms": [round(g, 1) for g in gaps], "script": argv[0]}), flush=True)
             os._exit(0)
