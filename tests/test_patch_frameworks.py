@@ -252,7 +252,8 @@ def test_training_arguments_have_every_keyword_written():
     cls = next(n for n in ast.parse(src).body if isinstance(n, ast.ClassDef) and n.name == "TrainingArguments")
     fields = {n.target.id for n in cls.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
     assert {"bf16", "fp16", "torch_compile", "torch_compile_mode", "tf32", "dataloader_num_workers",
-            "dataloader_persistent_workers", "dataloader_pin_memory", "optim", "gradient_checkpointing"} <= fields
+            "dataloader_persistent_workers", "dataloader_pin_memory", "optim", "gradient_checkpointing",
+            "use_liger_kernel"} <= fields
     assert '"adamw_torch_fused"' in src
 
 

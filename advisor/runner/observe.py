@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import torch
 
-from advisor.runner import dali_use, environment, hf_models, loaders, placement
+from advisor.runner import dali_use, environment, hf_models, loaders, logits, placement
 from advisor.runner._util import Patcher
 from advisor.runner.placement import memory_format_of
 from advisor.runtime.sites import SiteFinder
@@ -249,6 +249,8 @@ class Observer:
                     and m.weight.dim() >= 4:
                 conv_fmt = memory_format_of(m.weight)
                 break
+        # the output layer's logits over a large vocabulary, at its first call (ADV125)
+        self._safe("logits observation", logits.watch, module, lambda v: self._set("logits", v, where))
         attention = hf_models.attention_of(module)
         if attention is not None:   # a Hugging Face model: the attention its config selects
             self.config["attention"] = {"value": attention, "where": where}
