@@ -34,10 +34,10 @@ def apply(params) -> None:
     done: set[int] = set()
 
     def pre(module, args):
-        config = getattr(module, "config", None)
-        if id(module) not in done and module.training and getattr(config, "model_type", None):
-            done.add(id(module))
-            _apply_liger_kernel_to_instance(model=module)
+        model = getattr(module, "module", module)   # inside DataParallel / DistributedDataParallel
+        if id(model) not in done and module.training and getattr(getattr(model, "config", None), "model_type", None):
+            done.add(id(model))
+            _apply_liger_kernel_to_instance(model=model)
         return None
 
     outermost_forward(pre=pre)

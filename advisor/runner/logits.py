@@ -21,7 +21,8 @@ def watch(model: torch.nn.Module, record) -> None:
     head = head_of(model)
     if head is None:
         return
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    inner = getattr(model, "module", model)   # inside DataParallel / DistributedDataParallel
+    model_type = getattr(getattr(inner, "config", None), "model_type", None)
 
     def hook(module, args, out):
         if not (module.training and torch.is_grad_enabled()):
