@@ -34,7 +34,8 @@ def apply(params) -> None:
     done: set[int] = set()
 
     def pre(module, args):
-        model = getattr(module, "module", module)   # inside DataParallel / DistributedDataParallel
+        # inside torch.compile's wrapper, DataParallel or DistributedDataParallel: the model itself
+        model = getattr(module, "_orig_mod", None) or getattr(module, "module", module)
         if id(model) not in done and module.training and getattr(getattr(model, "config", None), "model_type", None):
             done.add(id(model))
             _apply_liger_kernel_to_instance(model=model)
