@@ -116,7 +116,7 @@ def test_inspect_says_no_findings_and_why_rules_were_skipped(tmp_path):
     assert "no findings" in lines
     at = lines.index("no findings")
     assert lines[at + 1].startswith("skipped rules: ")
-    assert any(line.startswith("12: the trace has no GPU activity (ADV101, ADV102") for line in lines[at:])
+    assert any(line.startswith("13: the trace has no GPU activity (ADV101, ADV102") for line in lines[at:])
 
 
 # --- narrow terminals: names cut with an ellipsis, never wrapped mid-word ------------------------
