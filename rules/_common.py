@@ -106,10 +106,10 @@ def amp_fix(ctx) -> dict:
 
 # cuDNN's algorithm search at every step under nn.DataParallel (ADV124): a step's device-wide
 # synchronizations beyond this many are the search's, not the script's own (a loss.item() syncs
-# the stream, not the device: the search synced 428 times a step on 4 H200s) ...
+# the stream, not the device; the search syncs hundreds of times a step: benchmarks/RESULTS.md) ...
 SEARCH_SYNCS = 20
 # ... and a forward this many times the backward's GPU time is searching: a training step's
-# backward does about twice the forward's work (the DataParallel step without search: 6.5 vs 5.6 ms)
+# backward does about twice the forward's work, and its forward no more than the backward's
 SEARCH_FORWARD_OVER_BACKWARD = 2.0
 SEARCH_SYNC_CALLS = ("cudaDeviceSynchronize", "cudaEventSynchronize")
 

@@ -10,8 +10,9 @@ Why is this bad:
     keeps the plans it benchmarked per thread (sharing them is proposed in pytorch/pytorch pull
     request #191744), so each forward times
     every convolution's candidate algorithms again, synchronizing the device each time. The
-    backward runs in autograd's long-lived device threads and keeps its plans. On four H200s a
-    ResNet-18 step took 165 ms with benchmark on and 74 ms with it off.
+    backward runs in autograd's long-lived device threads and keeps its plans. A ResNet-18
+    step over four GPUs took over twice as long with benchmark on (benchmarks/RESULTS.md,
+    "DataParallel with cudnn.benchmark").
 
 Example:
     model = nn.DataParallel(model)
