@@ -36,6 +36,8 @@ class GpuQuery:
                     "gpu_count": int(pynvml.nvmlDeviceGetCount()),
                     "gpu_name": _s(pynvml.nvmlDeviceGetName(h)),
                     "gpu_memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total)}
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+            info["compute_capability"] = f"{major}.{minor}"
         except Exception:
             smi = shutil.which("nvidia-smi")
             if smi:
@@ -80,6 +82,7 @@ def environment(gpu: GpuQuery | None) -> dict:
             props = torch.cuda.get_device_properties(dev)
             env["gpu_name"] = props.name
             env["gpu_memory_bytes"] = int(props.total_memory)
+            env["compute_capability"] = f"{props.major}.{props.minor}"
             env["gpu_count"] = torch.cuda.device_count()
         elif not smi and torch.cuda.is_available():
             env["gpu_count"] = torch.cuda.device_count()

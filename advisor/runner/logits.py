@@ -20,7 +20,7 @@ def head_of(model: torch.nn.Module) -> torch.nn.Linear | None:
 
 def watch(model: torch.nn.Module, record) -> None:
     """record({"shape", "dtype", "vocab", "tokens", "model_type"}) at the head's first output."""
-    if _compiled(model):
+    if compiled(model):
         return
     head = head_of(model)
     if head is None:
@@ -40,7 +40,7 @@ def watch(model: torch.nn.Module, record) -> None:
     handle = head.register_forward_hook(hook)
 
 
-def _compiled(model: torch.nn.Module) -> bool:
+def compiled(model: torch.nn.Module) -> bool:
     """torch.compile runs the model: its wrapper (torch.compile(model)) or compiled in place
     (model.compile())."""
     return type(model).__name__ == "OptimizedModule" or getattr(model, "_compiled_call_impl", None) is not None

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 import torch
 
-from advisor.runner import dali_use, environment, hf_models, loaders, logits, placement
+from advisor.runner import dali_use, environment, hf_models, linears, loaders, logits, placement
 from advisor.runner._util import Patcher
 from advisor.runner.placement import memory_format_of
 from advisor.runtime.sites import SiteFinder
@@ -251,6 +251,8 @@ class Observer:
                 break
         # the output layer's logits over a large vocabulary, at its first call (ADV125)
         self._safe("logits observation", logits.watch, module, lambda v: self._set("logits", v, where))
+        # its linear layers and their GEMMs (float8-training's check: torchao's swapped layers)
+        self._safe("linear layers observation", linears.watch, module, lambda v: self._set("linears", v, where))
         attention = hf_models.attention_of(module)
         if attention is not None:   # a Hugging Face model: the attention its config selects
             self.config["attention"] = {"value": attention, "where": where}
