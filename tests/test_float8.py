@@ -111,3 +111,37 @@ def test_the_patch_swaps_the_same_layers_as_plain_python(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=script.parent)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "done" in out.stdout and "float8 ['Float8Linear', 'GELU', 'Linear', 'Linear']" in out.stdout
+
+
+def test_under_a_framework_the_model_handed_to_it_is_converted(tmp_path):
+    """Lightning's loop calls ``self(x)`` in training_step, where the name bound is the output:
+    the conversion goes before ``trainer.fit(model)``, ahead of channels-last's and compile's
+    own edits there. A Hugging Face Trainer script gets it before ``Trainer(model=model)``."""
+    from test_patch_frameworks import HF, LIGHTNING, _line, _patch, _site, _write
+
+    script = _write(tmp_path, LIGHTNING.replace("return self.net(x).mean()", "out = self(x)\n        return out.mean()"))
+    config = {"zero_grad": {"value": {"set_to_none": True}, "where": _site(tmp_path, "lightning", "pytorch/core/module.py", 1400)},
+              "input": {"value": {}, "where": f"train.py:{_line(script, 'out = self(x)')}"},
+              "parameters": {"value": {}, "where": f"train.py:{_line(script, 'out = self(x)')}"}}
+    specs = [{"intervention": n, "params": {}} for n in ("float8-training", "channels-last", "torch-compile")]
+    _diff, notes, new, _tree = _patch(script, specs, config)
+    assert all(n["applied"] for n in notes.values()), notes
+    lines = new.splitlines()
+    fit = next(i for i, t in enumerate(lines) if t.startswith("trainer.fit("))
+    # both conversions of the model handed to fit (they touch different layers: any order)
+    assert set(lines[fit - 2:fit]) == {"model = _float8_training(model)", "model = model.to(memory_format=torch.channels_last)"}
+    assert lines[fit] == "trainer.fit(torch.compile(model), datamodule=dm)"   # compiled after both
+    assert "out = _float8_training(out)" not in new and "def _float8_training(model):" in new
+    # a fix with no Lightning way of its own is not written on the output either
+    _diff, notes, new, _tree = _patch(script, [{"intervention": "liger-kernels", "params": {}}], config)
+    assert not notes["liger-kernels"]["applied"] and "calls itself" in notes["liger-kernels"]["reason"]
+
+    hf = _write(tmp_path, HF, name="hf.py")
+    config = {"input": {"value": {}, "where": _site(tmp_path, "transformers", "trainer.py", 3900)},
+              "parameters": {"value": {}, "where": _site(tmp_path, "transformers", "trainer.py", 3900)}}
+    _diff, notes, new, _tree = _patch(hf, [{"intervention": "float8-training", "params": {}}], config)
+    assert notes["float8-training"]["applied"], notes
+    lines = [t.strip() for t in new.splitlines()]
+    at = lines.index("model = _float8_training(model)")
+    assert lines[at + 1] == "trainer = Trainer(model=model, args=training_args, train_dataset=None)"
+    assert lines.index('model = AutoModelForSequenceClassification.from_pretrained("tiny")') < at

@@ -28,6 +28,11 @@ class ActivationCheckpointing(Fix):
             extra["warning"] = f"raise per_device_train_batch_size x{factor} yourself (the trial ran it so)"
         return [("gradient_checkpointing", "True")], extra
 
+    def lightning_edit(self, ctx, fix, params, trainers):
+        from advisor.patch.checkpointing import activation_checkpointing
+
+        return activation_checkpointing(ctx, fix, params, trainers)   # the LightningModule handed to fit
+
     def check(self, config, params, base):
         calls = ((config.get("activation_checkpointing") or {}).get("value") or {}).get("calls") or 0
         ok = calls > 0

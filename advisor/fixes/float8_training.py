@@ -90,6 +90,11 @@ class Float8Training(Fix):
 
         outermost_forward(pre=pre)
 
+    def lightning_edit(self, ctx, fix, params, trainers):
+        from advisor.patch.float8 import float8_training
+
+        return float8_training(ctx, fix, params, trainers)   # the LightningModule handed to fit
+
     def check(self, config, params, base):
         layers = value(config, "linears")
         if not layers:

@@ -97,6 +97,10 @@ def _model_stmt(ctx: PatchContext, fix: dict, what: str, key: str = "model") -> 
         return f, binding[0], binding[1]
     stmt = f.stmt_at(line)
     target = _assign_target(stmt) if stmt is not None else None
+    if f.calls_at(line, lambda c: isinstance(c.func, cst.Name) and c.func.value == "self"):
+        # `logits = self(x)` in a LightningModule's training_step: the model is the module
+        # itself, and the name bound there is its output
+        raise SkipFix(f"the model calls itself at {location(f, line)}: add {what} where it is made")
     if target is None:
         why = f" ({'; '.join(skipped)})" if skipped else ""
         raise SkipFix(f"the model is not assigned to a name at {location(f, line)}{why}: add {what} yourself")
