@@ -125,6 +125,7 @@ class Verification(TypedDict, total=False):
     command: list[str]             # as the user runs it: patch.command
     runs: int
     samples_per_s: float
+    tokens_per_s: float            # real tokens a second, where the runs counted them (measure.tokens_per_s)
     step_time_ms: float
     speedup_vs_baseline: float | None
     of_stack: float | None
@@ -303,7 +304,8 @@ READ_SHAPES = {
     "traces": MapOf([ANY]),
     "patch": {"file": SCALAR, "notes": [_NOTE],
               "verification": {"status": SCALAR, "error": SCALAR, "speedup_vs_baseline": NUM, "of_stack": NUM,
-                               "samples_per_s": NUM, "runs": NUM, "argv": ANY, "checks": [_CHECK]}},
+                               "samples_per_s": NUM, "tokens_per_s": NUM, "runs": NUM, "argv": ANY,
+                               "checks": [_CHECK]}},
     "roofline": {"flops_per_step": NUM, "flops_per_sample": NUM, "bf16_peak_tflops": NUM, "why_not": SCALAR,
                  "baseline": _ROOF_ROW, "stack": _ROOF_ROW, "ceiling": _ROOF_ROW,
                  "transformer": {"params": NUM, "tokens_per_step": NUM, "flops_per_step": NUM, "counted_ratio": NUM,

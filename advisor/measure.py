@@ -186,11 +186,17 @@ def tokens(child: dict) -> tuple[int, int] | None:
 
 
 def tokens_per_s(child: dict) -> float | None:
-    """Real tokens (padding left out) a second over the timed window, every rank's counted."""
+    """Real tokens (padding left out) a second over the timed window, every rank's counted. A
+    language model fed no attention mask (token windows, as nanoGPT's get_batch makes them):
+    every position is a real token, as many a sample as its logits have (runner/logits.py)."""
     counted, window = tokens(child), child.get("measure_window_ms")
-    if counted is None or not window:
-        return None
-    return counted[0] * max(1, int(child.get("world_size") or 1)) * 1000.0 / window
+    if counted is not None and window:
+        return counted[0] * max(1, int(child.get("world_size") or 1)) * 1000.0 / window
+    if child.get("tokens"):
+        return None   # some steps' batches counted, not all: no figure rather than a mixed one
+    shape = (((child.get("config") or {}).get("logits") or {}).get("value") or {}).get("shape") or []
+    rate = samples_per_s(child)
+    return rate * shape[1] if len(shape) == 3 and rate else None
 
 
 def padding_frac(child: dict) -> float | None:

@@ -19,6 +19,7 @@ import os
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -202,6 +203,9 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         frac = rate / stack_samples_per_s if stack_samples_per_s else None
         if gpu is not None:
             out["gpu"] = gpu
+        toks = [t for t in map(measure.tokens_per_s, runs) if t]
+        if toks:   # a sequence model's real tokens a second, as the baseline's and the trials' are read
+            out["tokens_per_s"] = statistics.fmean(toks)
         out.update(runs=len(runs), samples_per_s=rate, step_time_ms=measure.mean_step_ms(runs),
                    speedup_vs_baseline=rate / base_rate if base_rate else None, of_stack=frac,
                    stack_samples_per_s=stack_samples_per_s)

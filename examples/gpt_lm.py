@@ -34,6 +34,8 @@ def parse_args(argv=None):
     p.add_argument("--n-head", type=int, default=8)
     p.add_argument("--n-embd", type=int, default=None)
     p.add_argument("--vocab-size", type=int, default=4096)
+    p.add_argument("--attention", choices=["sdpa", "manual"], default="sdpa",
+                   help="manual: q @ k^T, mask, softmax, @ v, as nanoGPT does without flash attention")
     p.add_argument("--tokens", type=int, default=2_000_000, help="length of the synthetic token array")
     p.add_argument("--max-iters", type=int, default=600)
     p.add_argument("--lr", type=float, default=6e-4)
@@ -52,11 +54,12 @@ def parse_args(argv=None):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd, n_head):
+    def __init__(self, n_embd, n_head, manual=False):
         super().__init__()
         self.c_attn = nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = nn.Linear(n_embd, n_embd)
         self.n_head = n_head
+        self.manual = manual
 
     def forward(self, x):
         B, T, C = x.size()
@@ -64,15 +67,21 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if self.manual:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            att = F.softmax(att.masked_fill(~causal, float("-inf")), dim=-1)
+            y = att @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 
 class Block(nn.Module):
-    def __init__(self, n_embd, n_head):
+    def __init__(self, n_embd, n_head, manual=False):
         super().__init__()
         self.ln_1 = nn.LayerNorm(n_embd)
-        self.attn = CausalSelfAttention(n_embd, n_head)
+        self.attn = CausalSelfAttention(n_embd, n_head, manual)
         self.ln_2 = nn.LayerNorm(n_embd)
         self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd))
 
@@ -82,11 +91,11 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd):
+    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd, manual_attention=False):
         super().__init__()
         self.wte = nn.Embedding(vocab_size, n_embd)
         self.wpe = nn.Embedding(block_size, n_embd)
-        self.h = nn.ModuleList([Block(n_embd, n_head) for _ in range(n_layer)])
+        self.h = nn.ModuleList([Block(n_embd, n_head, manual_attention) for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm(n_embd)
         self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
         self.wte.weight = self.lm_head.weight  # weight tying
@@ -131,7 +140,8 @@ def main(argv=None):
         y = torch.stack([torch.from_numpy(d[i + 1:i + 1 + args.block_size].astype(np.int64)) for i in ix])
         return x.to(device), y.to(device)
 
-    model = GPT(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd).to(device)
+    model = GPT(args.vocab_size, args.block_size, args.n_layer, args.n_head, args.n_embd,
+                manual_attention=args.attention == "manual").to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
     print(f"gpt_lm: device={device} params={sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
           f"batch={args.batch_size}x{args.grad_accum} block={args.block_size}", flush=True)

@@ -147,3 +147,41 @@ def test_gpt_lm_learns(tmp_path):
     assert ls[-1] < 0.85 * ls[0], ls
     assert "val loss" in out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_gpt_lm_with_manual_attention_learns_the_same_way(tmp_path):
+    """--attention manual (q @ k^T, causal mask, softmax, @ v) computes what SDPA does: the same
+    seed gives the same first losses."""
+    common = ("--max-iters", "21", "--log-interval", "10", "--vocab-size", "64", "--tokens", "20000",
+              "--batch-size", "4", "--n-layer", "1", "--eval-interval", "1000", "--grad-accum", "1")
+    ls = {}
+    for attention in ("sdpa", "manual"):
+        out = run_example("gpt_lm.py", *common, "--attention", attention, cwd=tmp_path)
+        ls[attention] = [float(line.split("loss ")[1].split(",")[0]) for line in out.splitlines() if line.startswith("iter ")]
+    assert len(ls["manual"]) == 3 and ls["manual"] == pytest.approx(ls["sdpa"], rel=1e-3), ls
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_gpt2_trainer_padded_fine_tunes_through_the_trainer(tmp_path):
+    """The Trainer fine-tune: texts padded to the model's length (most tokens padding), eager
+    attention; the Trainer's loss falls and nothing is left in the cwd (its output dir is a
+    temporary one)."""
+    out = run_example("gpt2_trainer_padded.py", "--n-layer", "2", "--n-embd", "64", "--n-head", "4",
+                      "--max-length", "64", "--max-steps", "60", "--texts", "2000", "--lr", "1e-3",
+                      "--vocab-size", "512", cwd=tmp_path)
+    pad = re.search(r"(\d+)% of the tokens are padding", out)
+    assert pad and 50 <= int(pad.group(1)) <= 80, out[-2000:]   # about 70% at 512 tokens, less at 64
+    done = re.search(r"done: 60 steps, loss ([0-9.]+), ([0-9.]+) samples/s", out)
+    assert done and float(done.group(1)) < 6.2 and float(done.group(2)) > 0, out[-2000:]   # below log(512)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_llama_from_config_learns(tmp_path):
+    out = run_example("llama_from_config.py", "--hidden", "64", "--layers", "2", "--heads", "4", "--seq", "64",
+                      "--batch-size", "4", "--steps", "40", "--vocab-size", "512", "--lr", "3e-3", cwd=tmp_path)
+    assert "attention eager" in out
+    ls = [float(line.split("loss ")[1]) for line in out.splitlines() if line.startswith("step ")]
+    assert len(ls) == 40
+    assert_decreased(ls)
+    assert re.search(r"done: 40 steps, [0-9]+ tokens/s", out)
+    assert list(tmp_path.iterdir()) == []

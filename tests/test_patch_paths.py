@@ -360,6 +360,10 @@ def test_a_shortfall_inside_the_run_to_run_band_is_not_told_apart_from_the_stack
     line = verification.summary_line({"status": "verified", "samples_per_s": 85.0, "of_stack": 0.85,
                                       "within_noise": 0.30, "checks": rows})
     assert line == "verified as plain python: 85 samples/s (85% of the stack, within the 30% run-to-run band)"
+    # a sequence model's real tokens a second beside its samples
+    line = verification.summary_line({"status": "verified", "samples_per_s": 85.0, "tokens_per_s": 43520.0,
+                                      "speedup_vs_baseline": 2.0, "checks": rows})
+    assert line == "verified as plain python: 85 samples/s, 43,520 tokens/s (2.00x)"
 
 
 @pytest.mark.parametrize("of_stack,took,status", [

@@ -44,6 +44,19 @@ def test_real_tokens_a_second_and_the_padding_share_of_the_timed_steps():
     assert measure.padding_frac({"tokens": None}) is None
 
 
+def test_a_language_model_fed_no_mask_counts_every_position_of_its_logits():
+    """Token windows with no attention mask (nanoGPT's get_batch, a Llama pre-train loop): the
+    output layer's logits [batch, positions, vocab] say how many tokens a sample is."""
+    child = {"batch_size": 8, "step_times_ms": [100.0, 100.0], "measure_window_ms": 200.0,
+             "config": {"logits": {"value": {"shape": [8, 1024, 32000], "vocab": 32000}}}}
+    assert measure.samples_per_s(child) == pytest.approx(80.0)
+    assert measure.tokens_per_s(child) == pytest.approx(80.0 * 1024)
+    assert measure.padding_frac(child) is None                     # nothing said of padding
+    flat = {**child, "config": {"logits": {"value": {"shape": [8192, 32000]}}}}
+    assert measure.tokens_per_s(flat) is None                       # positions not told apart
+    assert measure.tokens_per_s({**child, "config": {}}) is None    # no logits observed
+
+
 @pytest.mark.parametrize("lengths, padded", [("mixed", True), ("full", False)])
 def test_a_run_reports_real_tokens_and_adv122_fires_on_mostly_padding(tmp_path, lengths, padded):
     pytest.importorskip("transformers")
@@ -102,6 +115,11 @@ def test_the_dynamic_padding_trial_cuts_the_batches_and_its_patch_does_so_as_pla
     assert "collate_fn=_trim_padding(torch.utils.data.default_collate)" in (out2 / "fixes.patch").read_text()
     check = doc["patch"]["verification"]["checks"][0]
     assert check["fix"] == "dynamic-padding" and check["took_effect"] is True, check
+    # the plain-python run's real tokens a second, as the baseline's are read
+    verified = doc["patch"]["verification"]
+    runs = [json.loads(p.read_text()) for p in sorted((out2 / "verify").glob("run-*/child.json"))]
+    assert len(runs) == verified["runs"] and verified["tokens_per_s"] > 0
+    assert verified["tokens_per_s"] == pytest.approx(sum(map(measure.tokens_per_s, runs)) / len(runs), rel=1e-6)
 
 
 def test_a_transformers_flops_are_cross_checked_with_six_n_tokens():

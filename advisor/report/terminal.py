@@ -149,9 +149,11 @@ def print_summary(doc: dict, console: Console) -> None:
     if meas.get("ranks"):
         batch += f" on each of {meas['ranks']} ranks"
     head.add_row("throughput", f"{_fmt(meas.get('samples_per_s'), ' samples/s')} (batch {batch})")
-    if meas.get("tokens_per_s") is not None:   # a sequence model's masked batches
+    if meas.get("tokens_per_s") is not None:   # a sequence model's batches (measure.tokens_per_s)
+        pad = meas.get("padding_frac")
         head.add_row("tokens", f"{_fmt(meas['tokens_per_s'], ' real tokens/s')} "
-                               f"({(meas.get('padding_frac') or 0.0):.0%} of the batches' tokens padding)")
+                               + (f"({pad:.0%} of the batches' tokens padding)" if pad is not None
+                                  else "(no attention mask: every position a token)"))
     if doc.get("applied"):
         head.add_row("applied (--apply)", escape("; ".join(doc["applied"])))
     if analysis.get("gpu_busy_pct") is not None:

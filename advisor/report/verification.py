@@ -6,7 +6,8 @@ from advisor.contracts import Verification
 
 
 def summary_line(v: Verification) -> str:
-    """The headline, in words: "verified as plain python: 1,234 samples/s (2.40x, 96% of the stack)"."""
+    """The headline, in words: "verified as plain python: 1,234 samples/s (2.40x, 96% of the stack)",
+    a sequence model's real tokens a second after its samples."""
     status = v.get("status")
     if status in ("not applied", "failed"):
         return f"fixes.patch as plain python: {status} ({v.get('error')})"
@@ -18,7 +19,8 @@ def summary_line(v: Verification) -> str:
                      + (" as estimated" if v.get("stack_estimated") else "")
                      + (f", within the {v['within_noise']:.0%} run-to-run band" if v.get("within_noise") else "")
                      + (f"; timed once: {v['timed_once']}" if v.get("timed_once") else ""))
-    rate = f"{v.get('samples_per_s') or 0:,.0f} samples/s"
+    rate = f"{v.get('samples_per_s') or 0:,.0f} samples/s" \
+        + (f", {v['tokens_per_s']:,.0f} tokens/s" if v.get("tokens_per_s") else "")
     missed = sum(1 for c in v.get("checks") or [] if c.get("took_effect") is False)
     head = {"verified": "verified as plain python",
             "partial": f"fixes.patch as plain python: partial ({missed} edit{'s' if missed != 1 else ''} did not take "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-MIN_VOCAB = 32768   # the vocabularies of today's language models: 32k (Llama 2, Mistral) and up
+MIN_VOCAB = 32000   # the vocabularies of today's language models: 32,000 (Llama 2, Mistral) and up
 
 
 def head_of(model: torch.nn.Module) -> torch.nn.Linear | None:

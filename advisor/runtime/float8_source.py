@@ -7,7 +7,7 @@ def _float8_training(model):
     """torchao's float8 training in `model`: its nn.Linear layers large enough for FP8 GEMMs to
     pay (torchao's own filter for its tensorwise recipe: dimensions multiples of 16, not small)
     swapped for Float8Linear, which casts inputs, weights and gradients to FP8 with dynamic
-    scales in each forward and backward; the output layer over a vocabulary (32k outputs or
+    scales in each forward and backward; the output layer over a vocabulary (32,000 outputs or
     more) stays in high precision, as torchao's recipes keep it (added by advisor's
     float8-training fix). Returns the model."""
     import torch
@@ -15,7 +15,7 @@ def _float8_training(model):
 
     inner = getattr(model, "module", model)   # inside DataParallel / DistributedDataParallel
     heads = [(name, m) for name, m in inner.named_modules()
-             if isinstance(m, torch.nn.Linear) and m.out_features >= 32768 and name]
+             if isinstance(m, torch.nn.Linear) and m.out_features >= 32000 and name]
     keep = [max(heads, key=lambda item: item[1].out_features)[0]] if heads else []
     convert_to_float8_training(inner, module_filter_fn=_auto_filter_for_recipe("tensorwise", filter_fqns=keep))
     return model
