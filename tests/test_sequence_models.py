@@ -57,6 +57,23 @@ def test_a_language_model_fed_no_mask_counts_every_position_of_its_logits():
     assert measure.tokens_per_s({**child, "config": {}}) is None    # no logits observed
 
 
+def test_a_model_called_with_keywords_alone_shows_its_batch_and_tokens_by_its_logits(tmp_path):
+    """model(input_ids=x, labels=x) in a loop of its own (no DataLoader, no positional input):
+    the batch is read from the output layer's logits, and every position is a token."""
+    pytest.importorskip("transformers")
+    llama = Path(__file__).resolve().parents[1] / "examples" / "llama_from_config.py"
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", "--no-trials", "--warmup", "2", "--steps", "4",
+                           "--min-time", "0", "--profile-steps", "1", "--out", str(out), str(llama), "--device", "cpu",
+                           "--hidden", "64", "--layers", "2", "--heads", "4", "--seq", "64", "--batch-size", "4",
+                           "--steps", "30"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    meas = json.loads((out / "run.json").read_text())["measurement"]
+    assert (meas["batch_size"], meas["batch_size_source"]) == (4, "logits")
+    assert meas["tokens_per_s"] == pytest.approx(meas["samples_per_s"] * 64, rel=1e-6)
+    assert "every position a token" in proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("lengths, padded", [("mixed", True), ("full", False)])
 def test_a_run_reports_real_tokens_and_adv122_fires_on_mostly_padding(tmp_path, lengths, padded):
     pytest.importorskip("transformers")

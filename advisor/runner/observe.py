@@ -250,7 +250,7 @@ class Observer:
                 conv_fmt = memory_format_of(m.weight)
                 break
         # the output layer's logits over a large vocabulary, at its first call (ADV125)
-        self._safe("logits observation", logits.watch, module, lambda v: self._set("logits", v, where))
+        self._safe("logits observation", logits.watch, module, lambda v: self._logits(v, where))
         # its linear layers and their GEMMs (float8-training's check: torchao's swapped layers)
         self._safe("linear layers observation", linears.watch, module, lambda v: self._set("linears", v, where))
         attention = hf_models.attention_of(module)
@@ -261,6 +261,12 @@ class Observer:
             "dtype": dtype_name(params[0].dtype), "conv_memory_format": conv_fmt,
             "count": int(sum(p.numel() for p in params)), "device": str(params[0].device)},
             "where": where}
+
+    def _logits(self, value: dict, where) -> None:
+        self._set("logits", value, where)
+        shape = value.get("shape") or []
+        if len(shape) == 3:   # [batch, positions, vocab]: a model called with keywords alone
+            self.ctl.seen.saw_batch(int(shape[0]), "logits")   # (model(input_ids=x)) shows its batch here
 
     def on_h2d(self, tensor, non_blocking: bool, in_loop: bool) -> bool:
         """Record an h2d copy made by user code. Returns True once nothing more is needed."""
