@@ -34,5 +34,10 @@ class CudnnBenchmark(Fix):
         return _on_calls(trainers, ctx, [("benchmark", "True")], "Trainer")
 
     def check(self, config, params, base):
-        got = (config.get("cudnn.benchmark") or {}).get("value")
-        return (None if got is None else bool(got)), "cudnn.benchmark = True", f"cudnn.benchmark = {got}"
+        return benchmark_check(config, True)
+
+
+def benchmark_check(config: dict, on: bool) -> tuple[bool | None, str, str]:
+    """Whether the patched run ran with cudnn.benchmark ``on`` (None: not observed)."""
+    got = (config.get("cudnn.benchmark") or {}).get("value")
+    return (None if got is None else bool(got) == on), f"cudnn.benchmark = {on}", f"cudnn.benchmark = {got}"

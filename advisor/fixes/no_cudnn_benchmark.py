@@ -4,6 +4,7 @@ them: where its timing repeats every step (nn.DataParallel's replica threads), t
 from __future__ import annotations
 
 from advisor.fixes.base import Fix
+from advisor.fixes.cudnn_benchmark import benchmark_check
 
 
 class NoCudnnBenchmark(Fix):
@@ -15,5 +16,4 @@ class NoCudnnBenchmark(Fix):
     where_key = "cudnn.benchmark"
 
     def check(self, config, params, base):
-        got = (config.get("cudnn.benchmark") or {}).get("value")
-        return (None if got is None else not got), "cudnn.benchmark = False", f"cudnn.benchmark = {got}"
+        return benchmark_check(config, False)

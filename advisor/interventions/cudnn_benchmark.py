@@ -12,8 +12,13 @@ def describe(params) -> str:
 
 
 def not_applicable(config, environment, params):
-    if (config.get("cudnn.benchmark") or {}).get("value") is True:
-        return "cudnn.benchmark is already on"
+    return already(config, True)
+
+
+def already(config, on: bool) -> str | None:
+    """Why holding benchmark ``on`` changes nothing: the script runs it so already."""
+    if (config.get("cudnn.benchmark") or {}).get("value") is on:
+        return f"cudnn.benchmark is already {'on' if on else 'off'}"
     return None
 
 

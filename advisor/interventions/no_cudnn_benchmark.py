@@ -4,7 +4,7 @@ per thread, so each forward times its convolutions' algorithms again (rules ADV1
 
 from __future__ import annotations
 
-from advisor.interventions.cudnn_benchmark import hold
+from advisor.interventions.cudnn_benchmark import already, hold
 
 NAME = "no-cudnn-benchmark"
 
@@ -14,9 +14,7 @@ def describe(params) -> str:
 
 
 def not_applicable(config, environment, params):
-    if (config.get("cudnn.benchmark") or {}).get("value") is False:
-        return "cudnn.benchmark is already off"
-    return None
+    return already(config, False)
 
 
 def apply(params) -> None:

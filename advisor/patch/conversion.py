@@ -10,7 +10,7 @@ import libcst as cst
 
 from .call_args import find_arg
 from .core import PRIO_COMPILE, PatchContext, SkipFix, applied, location
-from .model_fixes import _model_stmt
+from .model_fixes import model_stmt
 from .placement import define_before
 
 
@@ -27,7 +27,7 @@ def convert_model(ctx: PatchContext, fix: dict, function: str, source: str | Non
         site, name, after = stmt, arg.value.value, False
     else:
         try:
-            f, site, name = _model_stmt(ctx, fix, what)
+            f, site, name = model_stmt(ctx, fix, what)
             after = True
         except SkipFix as own:
             f, site, name = _handed_to_trainer(ctx, own)

@@ -26,7 +26,7 @@ from advisor.runtime.ddp_source import LOADER, MODEL, START
 from . import imports
 from .core import PRIO_INPUT, PRIO_TF32, PatchContext, SkipFix, applied, location
 from .loader_fixes import _dataloader_call
-from .model_fixes import _model_stmt
+from .model_fixes import model_stmt
 from .placement import hand_to
 
 
@@ -71,7 +71,7 @@ def _wraps_itself(f) -> int | None:
 
 def ddp(ctx: PatchContext, fix: dict, p: dict) -> dict:
     n = max(2, int(p.get("nproc") or 2))
-    fm, mstmt, target = _model_stmt(ctx, fix, "_ddp_model(model)")
+    fm, mstmt, target = model_stmt(ctx, fix, "_ddp_model(model)")
     fl, call = _dataloader_call(ctx, fix)
     own = _wraps_itself(fm)   # then _ddp_start() is what its branch waits for: no second wrapper
     _define(ctx, fm, [("_ddp_start", START)] + ([] if own else [("_ddp_model", MODEL)])

@@ -6,13 +6,13 @@ Hugging Face Trainer's script gets ``TrainingArguments(use_liger_kernel=True)`` 
 from __future__ import annotations
 
 from .core import PRIO_COMPILE, PRIO_IMPORT, PatchContext, applied, location
-from .model_fixes import _model_stmt
+from .model_fixes import model_stmt
 
 IMPORT = "from liger_kernel.transformers import _apply_liger_kernel_to_instance"
 
 
 def liger_kernels(ctx: PatchContext, fix: dict, p: dict) -> dict:
-    f, stmt, target = _model_stmt(ctx, fix, "_apply_liger_kernel_to_instance(model=model)")
+    f, stmt, target = model_stmt(ctx, fix, "_apply_liger_kernel_to_instance(model=model)")
     ctx.insert_after_imports(f, [IMPORT], PRIO_IMPORT)
     code = f"_apply_liger_kernel_to_instance(model={target})"
     ctx.insert(f, stmt, code, after=True, prio=PRIO_COMPILE - 1)

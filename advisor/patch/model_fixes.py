@@ -83,7 +83,7 @@ def _model_binding(ctx: PatchContext, f: SourceFile, line: int):
     return None
 
 
-def _model_stmt(ctx: PatchContext, fix: dict, what: str, key: str = "model") -> tuple[SourceFile, object, str]:
+def model_stmt(ctx: PatchContext, fix: dict, what: str, key: str = "model") -> tuple[SourceFile, object, str]:
     """(file, statement, model name) after which the model is converted or compiled: a
     statement that ran, where the model was moved to its device (else bound). ``key``: the
     config entry naming the model ("first_model": the one the compile trial compiled)."""
@@ -173,7 +173,7 @@ def _next_switch(ctx: PatchContext, f: SourceFile, stmt, marker: str):
 
 
 def channels_last(ctx: PatchContext, fix: dict, p: dict) -> dict:
-    f, stmt, target = _model_stmt(ctx, fix, "model.to(memory_format=torch.channels_last)")
+    f, stmt, target = model_stmt(ctx, fix, "model.to(memory_format=torch.channels_last)")
     switch = _next_switch(ctx, f, stmt, "channels_last")
     note = _switch_on(ctx, f, switch) if switch is not None else None
     if note is not None:
@@ -347,7 +347,7 @@ def torch_compile(ctx: PatchContext, fix: dict, p: dict) -> dict:
     """``model.compile()`` in place (Module.compile): ``model = torch.compile(model)`` would bind
     the name to a wrapper whose state_dict keys start with ``_orig_mod.``, and the script's
     checkpoints would no longer load into the plain model."""
-    f, stmt, target = _model_stmt(ctx, fix, "model.compile()", key="first_model")   # what the trial compiled
+    f, stmt, target = model_stmt(ctx, fix, "model.compile()", key="first_model")   # what the trial compiled
     mode = p.get("mode") if p.get("mode") != "default" else None
     code = f'{target}.compile(mode="{mode}")' if mode else f"{target}.compile()"
     ctx.insert(f, stmt, code, after=True, prio=PRIO_COMPILE)
