@@ -2,8 +2,10 @@
 # advisor analyze on the three transformer workloads, side by side on the machine's GPUs (one
 # each), default options, the patch verified as plain python; then the fixes measured apart on
 # request (float8-training, activation-checkpointing, liger-kernels); prints the table in
-# tokens/s (benchmarks/transformers_table.py). torchao and liger-kernel are installed from .whl/
-# where their wheels were carried there.
+# tokens/s (benchmarks/transformers_table.py). The fixes that need torchao or liger-kernel say
+# so and do not run where those are missing: carry their wheels with the others, e.g.
+#   pip download torchao liger-kernel --no-deps --only-binary=:all: --python-version 3.12 \
+#       --platform manylinux_2_28_x86_64 --platform any -d .whl
 #   usage: [MODES="analyze apart"] [TIMEOUT=420] bash benchmarks/transformers.sh [NAME ...]
 #   NAME: gpt2_trainer | nanogpt_manual | llama_eager (default: all three)
 set -u
