@@ -145,3 +145,14 @@ def test_under_a_framework_the_model_handed_to_it_is_converted(tmp_path):
     at = lines.index("model = _float8_training(model)")
     assert lines[at + 1] == "trainer = Trainer(model=model, args=training_args, train_dataset=None)"
     assert lines.index('model = AutoModelForSequenceClassification.from_pretrained("tiny")') < at
+
+
+def test_measured_apart_its_reason_speaks_of_numerics_and_of_compile():
+    """Not the batch's words (scale the learning rate): FP8 changes numerics; on kept fixes that
+    do not compile the model, torchao's casts ran unfused, and the reason says so."""
+    fix = fixes.get("float8-training")
+    eager = fix.apart_note(["amp", "fused-optimizer"])
+    assert "changes numerics" in eager and "do not compile the model" in eager and "learning rate" not in eager
+    assert fix.apart_note(["amp", "torch-compile"]) == \
+        "changes numerics: compare its loss curve with the kept fixes' before you keep it"
+    assert "scale the learning rate" in fixes.get("batch-size").apart_note([])

@@ -101,6 +101,13 @@ class Fix:
         return 1
 
     # --- the ladder ----------------------------------------------------------------------
+    def apart_note(self, stack: list[str]) -> str:
+        """Why a fix measured apart (``apart``) is not kept, said after its verdict; ``stack``:
+        the names of the kept fixes it ran on."""
+        if self.changes_batch:
+            return "changes training dynamics: scale the learning rate with the batch"
+        return "changes numerics: compare its loss curve with the kept fixes' before you keep it"
+
     def overrides(self, config: dict) -> str | None:
         """The user's explicit choice this fix would override, in words with its place (a
         reproducibility setting): the fix is then measured apart and left out of fixes.patch

@@ -90,6 +90,13 @@ class Float8Training(Fix):
 
         outermost_forward(pre=pre)
 
+    def apart_note(self, stack):
+        note = super().apart_note(stack)
+        if "torch-compile" not in stack:
+            note += ("; the kept fixes do not compile the model, so torchao's casts ran as kernels of their "
+                     "own: FP8 pays mostly under torch.compile")
+        return note
+
     def lightning_edit(self, ctx, fix, params, trainers):
         from advisor.patch.float8 import float8_training
 

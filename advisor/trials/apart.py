@@ -65,7 +65,8 @@ def _measure(after: After, cand: Candidate, guesses: list, overrides: str | None
             rec["reason"] = (f"{reason}; changes reproducibility: your script sets {overrides}, so it is not in "
                              f"fixes.patch (--allow {mod.allowed_by} keeps it)")
         else:
-            rec["reason"] = reason + "; changes training dynamics: scale the learning rate with the batch"
+            ran_on = [p.name for c in after.stack for p in c.parts] + [a.get("name") for a in after.applied]
+            rec["reason"] = f"{reason}; {mod.apart_note(ran_on)}"
             _per_process(rec, after)
     return rec
 
