@@ -7,20 +7,10 @@ tokens a second (padding left out), the rules that fired, and the fixes measured
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-
-def _load(path: Path) -> dict | None:
-    try:
-        return json.loads((path / "run.json").read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _rate(x) -> str:
-    return f"{x:,.0f}" if isinstance(x, (int, float)) and x else "–"
+from corpus_table import _load, _rate  # benchmarks/ is the script's own directory: sys.path[0]
 
 
 def kept(doc: dict) -> tuple[str, float | None]:

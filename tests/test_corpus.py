@@ -114,6 +114,27 @@ def test_corpus_table_reads_run_directories(tmp_path):
     assert lines[1].startswith("| b | 10 | 21 | 20 | 95% | verified | – |")
 
 
+def test_transformers_table_reads_tokens_a_second(tmp_path):
+    """benchmarks/transformers_table.py: per workload, real tokens a second of the baseline, of the
+    last kept trial and of the verified patch, the rules that fired and the fixes measured apart."""
+    doc = {"measurement": {"tokens_per_s": 1000.0}, "environment": {"gpu_name": "NVIDIA H200"},
+           "findings": [{"code": "ADV122"}, {"code": "ADV101"}],
+           "trials": [{"name": "01-amp", "status": "accepted", "tokens_per_s": 2000.0},
+                      {"name": "02-dynamic-padding", "status": "accepted", "tokens_per_s": 5000.0},
+                      {"name": "03-torch-compile", "status": "rejected", "tokens_per_s": 4900.0}],
+           "trial_summary": {"stack": [{"name": "amp"}, {"name": "dynamic-padding"}]},
+           "patch": {"verification": {"status": "verified", "tokens_per_s": 4800.0}}}
+    apart = {"measurement": {"tokens_per_s": 1000.0},
+             "trials": [{"name": "apart-float8-training", "apart": True, "status": "measured", "tokens_per_s": 1300.0}]}
+    for mode, d in (("analyze", doc), ("apart", apart)):
+        (tmp_path / mode / "gpt2").mkdir(parents=True)
+        (tmp_path / mode / "gpt2" / "run.json").write_text(json.dumps(d))
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "transformers_table.py"), str(tmp_path)],
+                          capture_output=True, text=True, check=True)
+    assert ("| gpt2 | NVIDIA H200 | 1,000 | ADV101, ADV122 | amp, dynamic-padding | 5,000 | 4,800 (verified) "
+            "| float8-training: measured 1.30x |") in proc.stdout
+
+
 def test_speed_table_reads_the_modes_run_directories(tmp_path):
     """benchmarks/speed_table.py: per script, each mode's whole-analyze wall time, the stack it
     reached as a fraction of --budget 15's, and the second --cache analyze's compile share."""
