@@ -1,8 +1,9 @@
 """Where a model conversion goes (``model = _float8_training(model)``, ``_checkpoint_blocks``):
 after the statement that moved or bound the model in the user's code; where the loop is a
 framework's, before the call that hands the model to it: Lightning's ``trainer.fit(model)``, a
-Hugging Face ``Trainer(model=model)``. Before the optimizer is made from its parameters and
-before a compile of it, as the trial converts it at its first training call."""
+Hugging Face ``Trainer(model=model)``; before a compile of it. The conversions keep the model's
+Parameter objects, so an optimizer made from them earlier goes on updating them, as in the trial,
+which converts the model at its first training call."""
 
 from __future__ import annotations
 
