@@ -76,19 +76,9 @@ class Float8Training(Fix):
         it): its large linear layers become torchao's Float8Linear. Their weights stay the
         same Parameter objects: the optimizer made before goes on updating them."""
         from advisor.runtime.float8_source import FLOAT8
-        from advisor.runtime.patching import outermost_forward, source_functions
+        from advisor.runtime.patching import at_first_training_call, source_functions
 
-        convert = source_functions(FLOAT8, self.name)["_float8_training"]
-        done: set[int] = set()
-
-        def pre(module, args):
-            model = getattr(module, "_orig_mod", module)   # inside torch.compile's wrapper
-            if id(model) not in done and module.training and any(p.requires_grad for p in model.parameters()):
-                done.add(id(model))
-                convert(model)
-            return None
-
-        outermost_forward(pre=pre)
+        at_first_training_call(source_functions(FLOAT8, self.name)["_float8_training"])
 
     def apart_note(self, stack):
         note = super().apart_note(stack)

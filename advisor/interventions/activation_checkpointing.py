@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from advisor.interventions import batch_size
 from advisor.runtime.checkpoint_source import CHECKPOINT
-from advisor.runtime.patching import outermost_forward, source_functions
+from advisor.runtime.patching import at_first_training_call, source_functions
 
 NAME = "activation-checkpointing"
 
@@ -29,13 +29,4 @@ def apply(params) -> None:
     factor = int(params.get("factor") or 1)
     if factor > 1:
         batch_size.apply({"factor": factor})
-    checkpoint_blocks = source_functions(CHECKPOINT, NAME)["_checkpoint_blocks"]
-    done: set[int] = set()
-
-    def pre(module, args):
-        if id(module) not in done and module.training and any(p.requires_grad for p in module.parameters()):
-            done.add(id(module))
-            checkpoint_blocks(module)
-        return None
-
-    outermost_forward(pre=pre)
+    at_first_training_call(source_functions(CHECKPOINT, NAME)["_checkpoint_blocks"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from advisor.runtime.patching import outermost_forward
+from advisor.runtime.patching import at_first_training_call
 
 NAME = "liger-kernels"
 
@@ -31,14 +31,15 @@ def not_applicable(config, environment, params):
 def apply(params) -> None:
     from liger_kernel.transformers import _apply_liger_kernel_to_instance
 
-    done: set[int] = set()
+    def patch(model):
+        _apply_liger_kernel_to_instance(model=_hf_model(model))
 
-    def pre(module, args):
-        # inside torch.compile's wrapper, DataParallel or DistributedDataParallel: the model itself
-        model = getattr(module, "_orig_mod", None) or getattr(module, "module", module)
-        if id(model) not in done and module.training and getattr(getattr(model, "config", None), "model_type", None):
-            done.add(id(model))
-            _apply_liger_kernel_to_instance(model=model)
-        return None
+    at_first_training_call(patch, wants=lambda model: _model_type(_hf_model(model)) is not None)
 
-    outermost_forward(pre=pre)
+
+def _hf_model(model):
+    return getattr(model, "module", model)   # inside DataParallel / DistributedDataParallel
+
+
+def _model_type(model):
+    return getattr(getattr(model, "config", None), "model_type", None)

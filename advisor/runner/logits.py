@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-MIN_VOCAB = 32000   # the vocabularies of today's language models: 32,000 (Llama 2, Mistral) and up
+from advisor.runtime import MIN_VOCAB
 
 
 def head_of(model: torch.nn.Module) -> torch.nn.Linear | None:

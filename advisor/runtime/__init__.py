@@ -20,6 +20,11 @@ NOT_APPLIED = "intervention not applied:"
 # refusal, skips the other without a process (trials.ladder, config "samples").
 SAMPLES_VARY = "differs between two reads (random transforms)"
 
+# A language model's output layer over a vocabulary: an nn.Linear of this many outputs or more
+# (today's vocabularies: 32,000 in Llama 2 and Mistral, and up). The runner finds the logits by
+# it (runner/logits.py); float8-training's text keeps that layer in high precision.
+MIN_VOCAB = 32000
+
 
 def world() -> tuple[int, int]:
     """(rank, world size) from torchrun's environment; (0, 1) for a single process."""

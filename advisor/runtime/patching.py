@@ -58,6 +58,24 @@ def outermost_forward(pre=None, post=None) -> None:
         _post.append(post)
 
 
+def at_first_training_call(convert, wants=None) -> None:
+    """convert(model) once per model, at its first outermost call in training, before it runs:
+    inside torch.compile's wrapper the model itself, before Dynamo traces it. ``wants(model)``
+    says which calls count (default: a model with trainable parameters; a loss module or a
+    frozen one called first is not the model trained)."""
+    done: set[int] = set()
+    wants = wants or (lambda model: any(p.requires_grad for p in model.parameters()))
+
+    def pre(module, args):
+        model = getattr(module, "_orig_mod", module)
+        if id(model) not in done and module.training and wants(model):
+            done.add(id(model))
+            convert(model)
+        return None
+
+    outermost_forward(pre=pre)
+
+
 def loading(delta: int) -> None:
     """The runner marks DataLoader.__next__ (+1 in, -1 out): module calls made while a batch
     is produced in this process (a Dataset's torchvision transforms are nn.Modules) are the
