@@ -316,7 +316,7 @@ class Analyze:
             timeout=self.stages.trial_timeout, stdout_to_stderr=self.stages.json, progress=self.progress,
             noise_band=(doc.get("trial_summary") or {}).get("threshold"), gpu=gpu, signals=signals,
             retime_stack=(lambda: self._time_stack(opts, stack, gpu, signals)) if retime else None,
-            fits=self._fits)
+            fits=self._fits, applied=self.stages.applied)
         if pressed():  # it stopped the patched script: its run says nothing
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
 

@@ -125,8 +125,22 @@ def _check(fix: dict, config: dict, base: dict) -> tuple[bool | None, str, str]:
     return registry.get(name).check(config, fix.get("params") or {}, base)
 
 
+def as_written(base: dict, applied: list[dict]) -> dict:
+    """The baseline's record with the batch the script itself sets: fixes --apply ran in it at
+    run time that multiply the batch (batch-size, activation-checkpointing) made its batch theirs,
+    and a check of such a fix's edit counts from the script's own."""
+    factor = 1
+    for a in applied:
+        if registry.known(a.get("name")):
+            factor *= registry.get(a["name"]).batch_factor(a.get("params") or {})
+    if factor > 1 and base.get("batch_size"):
+        return {**base, "batch_size": base["batch_size"] // factor}
+    return base
+
+
 def checks(fixes: list[dict], notes: list[PatchNote], config: dict, base: dict) -> list[VerificationCheck]:
-    """One row per fix: did its edit take effect in the patched run, and where is it."""
+    """One row per fix: did its edit take effect in the patched run, and where is it. ``base``:
+    the baseline as the script runs it (as_written)."""
     where = {n.get("intervention"): n for n in notes}
     rows: list[VerificationCheck] = []
     for fix in fixes:
@@ -149,7 +163,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
            *, timeout: float, stdout_to_stderr: bool = False, progress=None,
            noise_band: float | None = None, gpu: str | None = None, signals=None,
            retime_stack: Callable[[], float | None] | None = None,
-           fits: Callable[[float], bool] | None = None) -> Verification:
+           fits: Callable[[float], bool] | None = None, applied: list[dict] = ()) -> Verification:
     """Apply ``diff`` to an overlay of the script's directory, run the patched script as plain
     python (timed, no fix at run time) and compare; returns ``patch.verification``.
     ``noise_band``: the trials' threshold for one run against one (status_of). ``gpu``: the one
@@ -157,7 +171,8 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     them from another thread (run_child's). ``retime_stack``: a stack timed once, timed again
     when the patched runs fall short of it (_stack_again). ``fits(seconds)``: whether a run that
     long still ends inside --budget; a second run (of the patch, or of the stack) that would not
-    is left out, and the verdict rests on the one run and the noise band (``timed_once``)."""
+    is left out, and the verdict rests on the one run and the noise band (``timed_once``).
+    ``applied``: the fixes --apply ran in the baseline (as_written)."""
     from advisor.runner.parent import run_child
 
     command = recommended_command(script, script_args, notes)
@@ -209,7 +224,7 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
         out.update(runs=len(runs), samples_per_s=rate, step_time_ms=measure.mean_step_ms(runs),
                    speedup_vs_baseline=rate / base_rate if base_rate else None, of_stack=frac,
                    stack_samples_per_s=stack_samples_per_s)
-        out["checks"] = checks(fixes, notes, runs[-1].get("config") or {}, baseline)
+        out["checks"] = checks(fixes, notes, runs[-1].get("config") or {}, as_written(baseline, applied))
         # the patched runs' own spread counts too: at a regime the trials timed once (a step many
         # times faster than the baseline the noise was measured on) their threshold says little
         own = measure.pooled_noise([runs]) if len(runs) > 1 else None

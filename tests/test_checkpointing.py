@@ -120,3 +120,21 @@ def test_an_analyze_measures_it_apart_on_top_of_the_kept_stack(tmp_path):
     # apart: never kept in the stack, nor written into fixes.patch
     assert not any(t["fix"] == "activation-checkpointing" and t["status"] == "accepted" for t in doc["trials"])
     assert "_checkpoint_blocks" not in ((out / "fixes.patch").read_text() if (out / "fixes.patch").exists() else "")
+
+
+def test_under_apply_the_check_counts_from_the_scripts_own_batch():
+    """--apply activation-checkpointing:factor=2 runs the baseline with the batch doubled already;
+    the patched run's batch is held to twice the script's own batch, not four times."""
+    from advisor import verify
+
+    applied = [{"name": "activation-checkpointing", "params": {"factor": 2}}]
+    base = {"batch_size": 64}   # the script's 32, doubled at run time
+    assert verify.as_written(base, applied) == {"batch_size": 32}
+    assert verify.as_written(base, []) is base
+    config = {"dataloader": {"value": {"batch_size": 64}}, "activation_checkpointing": {"value": {"calls": 54}}}
+    fixes = [{"intervention": "activation-checkpointing", "params": {"factor": 2}}]
+    notes = [{"intervention": "activation-checkpointing", "applied": True, "where": "train.py:48"}]
+    row = verify.checks(fixes, notes, config, verify.as_written(base, applied))[0]
+    assert row["took_effect"] is True and row["expected"] == "torch.utils.checkpoint in the steps, batch size 64"
+    assert verify.checks(fixes, notes, {**config, "dataloader": {"value": {"batch_size": 32}}},
+                         verify.as_written(base, applied))[0]["took_effect"] is False

@@ -3,7 +3,8 @@ instead of keeping them, and the batch doubles into the memory that frees. Measu
 
 from __future__ import annotations
 
-from advisor.fixes.base import Fix, loader
+from advisor.fixes.base import Fix
+from advisor.fixes.batch_size import batch_check
 
 
 class ActivationCheckpointing(Fix):
@@ -35,10 +36,6 @@ class ActivationCheckpointing(Fix):
 
     def check(self, config, params, base):
         calls = ((config.get("activation_checkpointing") or {}).get("value") or {}).get("calls") or 0
-        ok = calls > 0
-        want = (base.get("batch_size") or 0) * self.batch_factor(params)
-        got = loader(config).get("batch_size")
-        if ok and want and got is not None:
-            ok = got == want
-        return ok, f"torch.utils.checkpoint in the steps, batch size {want}", \
-            f"{calls} checkpoint calls, batch size {got}"
+        batch_ok, want, got = batch_check(config, base, self.batch_factor(params))
+        return calls > 0 and batch_ok is not False, f"torch.utils.checkpoint in the steps, {want}", \
+            f"{calls} checkpoint calls, {got}"

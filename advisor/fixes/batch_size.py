@@ -21,6 +21,12 @@ class BatchSize(Fix):
         return int(params.get("factor") or 1)
 
     def check(self, config, params, base):
-        want = (base.get("batch_size") or 0) * int(params.get("factor", 2))
-        got = loader(config).get("batch_size")
-        return (None if got is None or not want else got == want), f"batch size {want}", f"batch size {got}"
+        return batch_check(config, base, int(params.get("factor", 2)))
+
+
+def batch_check(config: dict, base: dict, factor: int) -> tuple[bool | None, str, str]:
+    """Whether the patched run's DataLoader takes ``factor`` times the script's own batch
+    (None: either is unknown)."""
+    want = (base.get("batch_size") or 0) * factor
+    got = loader(config).get("batch_size")
+    return (None if got is None or not want else got == want), f"batch size {want}", f"batch size {got}"
