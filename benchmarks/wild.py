@@ -228,18 +228,19 @@ def prepare(entry: Entry, device: str) -> tuple[Path, Path]:
     return tree, cwd
 
 
-def _run(argv: list[str], cwd: Path, env: dict, timeout: float, log: Path) -> tuple[int | None, float]:
-    """argv in cwd, its output to log; stopped with SIGINT at timeout (then SIGKILL). Returns
-    (exit status, None when it was stopped; seconds)."""
+def _run(argv: list[str], cwd: Path, env: dict, timeout: float, log: Path, stop: int = signal.SIGINT,
+         grace: float = 30) -> tuple[int | None, float]:
+    """argv in cwd, its output to log; at timeout its process group gets `stop`, then SIGKILL
+    after `grace` seconds. Returns (exit status, None when it was stopped; seconds)."""
     start = time.monotonic()
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGINT)
+            os.killpg(proc.pid, stop)
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -258,7 +259,7 @@ def plain_python(entry: Entry, command: str, cwd: Path, env: dict, timeout: floa
     """The command as plain python for at most `timeout` seconds: ok when it is still running
     then or it ended with status 0."""
     log = logs / f"{entry.name}-plain.log"
-    rc, took = _run([sys.executable, *script_argv(command)], cwd, env, timeout, log)
+    rc, took = _run([sys.executable, *script_argv(command)], cwd, env, timeout, log, signal.SIGTERM, 5)
     return {"ok": rc in (0, None), "exit": rc, "s": took, "tail": "" if rc in (0, None) else _tail(log)}
 
 
