@@ -16,6 +16,7 @@ INTERRUPTED_DURING = ("baseline", "trials", "verification")  # what a Ctrl-C cut
 TRIAL_STATUSES = ("reference", "accepted", "rejected", "unsure", "failed", "skipped", "not run", "superseded",
                   "measured", "bound")
 SEVERITIES = ("info", "warning", "error")
+FAILURE_KINDS = ("script", "advisor", "environment")   # a failed process's failure.kind (advisor.failures)
 
 
 class Fix(TypedDict, total=False):
@@ -34,11 +35,27 @@ class Finding(TypedDict, total=False):
     fix: Fix
 
 
+class Failure(TypedDict, total=False):
+    """Why a process after the baseline failed (advisor.failures; runner/tracebacks.py reads it
+    from the traceback in the child): a trial's, the repeat's, the ceiling's, the verification's."""
+    kind: str                      # FAILURE_KINDS: the script's own error, advisor's (its bug), the environment's
+    exception: str | None          # the exception's type ("FileNotFoundError"), None: no exception (a signal, a limit)
+    message: str                   # the exception's message, or what stopped the process
+    where: str                     # "path:LINE" of the frame it is placed at: the script's innermost for
+                                   # "script", advisor's own line for "advisor"
+    line: str                      # that line's source
+    script_where: str              # "advisor": the script's code advisor's line called (a model's own .to())
+    script_line: str
+    traceback: list[str]           # "path:LINE: source", innermost last, advisor's pass-through wrappers left out
+    when: str                      # "before the first step", "at step 12"
+
+
 class TrialRecord(TypedDict, total=False):
     name: str                      # its process and TensorBoard run name ("01-amp", "apart-...", "ceiling-...")
     fix: str
     status: str                    # TRIAL_STATUSES
     reason: str
+    failure: Failure               # status "failed": why, named (advisor.failures)
     params: dict[str, Any]
     interventions: list[str]       # the stack it ran with, keys in order
     samples_per_s: float | None
@@ -102,6 +119,7 @@ class PatchNote(TypedDict, total=False):
     env_changes: list[dict[str, Any]]    # an environment variable the run had set: {"name", "from", "to"}
     sources: dict[str, list[str]]  # each value it changes: the chain from the call to where it is set
                                    # ("trainer.py:11", "main.py:9", "argv:--numworkers"; "my.yaml:adv.workers")
+    followed: dict[str, str]       # each value followed "run time" (the live stack's chain, config.<key>.provenance)
 
 
 class VerificationCheck(TypedDict, total=False):
@@ -119,6 +137,7 @@ class Verification(TypedDict, total=False):
     """patch.verification: fixes.patch run as plain python (advisor.verify.verify)."""
     status: str                    # "verified" | "partial" | "short" | "failed" | "not applied" | "skipped"
     error: str
+    failure: Failure               # status "failed": why the patched run failed, named
     reason: str
     tree: str
     argv: list[str]                # the script's arguments it ran with
@@ -141,6 +160,7 @@ class Verification(TypedDict, total=False):
 class PatchDocument(TypedDict, total=False):
     file: str | None               # "fixes.patch", None when no edit was placed
     command: list[str]             # the exact command to run with the patch applied (verify.recommended_command)
+    root: str                      # the directory the diff's paths are relative to (verify.patch_root)
     notes: list[PatchNote]
     left_out: dict[str, str]       # kept fixes the patch leaves out: {fix: why} (payback.unpaid)
     end_to_end: dict[str, Any]     # the whole run projected before and after (payback.end_to_end)
@@ -207,6 +227,10 @@ def check_run(doc: dict) -> dict:
             raise ContractError(f"run document: trials[{i}] has no name")
         if t.get("status") not in TRIAL_STATUSES:
             raise ContractError(f"run document: trials[{i}] ({t['name']}) status {t.get('status')!r}")
+        failure = t.get("failure")
+        if failure is not None and (not isinstance(failure, dict) or failure.get("kind") not in FAILURE_KINDS):
+            raise ContractError(f"run document: trials[{i}] ({t['name']}) failure {failure!r} names no kind "
+                                f"of {FAILURE_KINDS}")
     return doc
 
 
@@ -267,7 +291,9 @@ _NUMS = MapOf(NUM)
 _ROOF_ROW = {"samples_per_s": NUM, "achieved_tflops": NUM, "dtype": SCALAR, "peak_tflops": NUM, "mfu": NUM,
              "dtype_mfu": NUM, "yardstick_tflops": NUM,
              "status": SCALAR, "reason": SCALAR}
-_TRIAL = {"name": SCALAR, "fix": SCALAR, "status": SCALAR, "reason": SCALAR, "description": SCALAR, "origin": SCALAR,
+_FAILURE = {"kind": SCALAR, "exception": SCALAR, "message": SCALAR, "where": SCALAR, "line": SCALAR,
+            "script_where": SCALAR, "script_line": SCALAR, "traceback": [SCALAR], "when": SCALAR}
+_TRIAL = {"name": SCALAR, "failure": _FAILURE, "fix": SCALAR, "status": SCALAR, "reason": SCALAR, "description": SCALAR, "origin": SCALAR,
           "rung_note": SCALAR, "interventions": [ANY], "traces": [ANY], "apart": ANY, "ceiling": ANY,
           "batch_size": int, "micro_batches": int, "breakdown": _NUMS, "kernel_time_by_class": _NUMS,
           **{k: NUM for k in ("samples_per_s", "step_time_ms", "speedup_vs_baseline", "gain_vs_previous",
@@ -302,8 +328,8 @@ READ_SHAPES = {
                       "gpus": {"gpus": [{"gpu": SCALAR, "offset": NUM}], "processes": [ANY],
                                "stopped_for_windows": NUM}},
     "traces": MapOf([ANY]),
-    "patch": {"file": SCALAR, "notes": [_NOTE],
-              "verification": {"status": SCALAR, "error": SCALAR, "speedup_vs_baseline": NUM, "of_stack": NUM,
+    "patch": {"file": SCALAR, "root": SCALAR, "notes": [_NOTE],
+              "verification": {"status": SCALAR, "error": SCALAR, "failure": _FAILURE, "speedup_vs_baseline": NUM, "of_stack": NUM,
                                "samples_per_s": NUM, "tokens_per_s": NUM, "runs": NUM, "argv": ANY,
                                "checks": [_CHECK]}},
     "roofline": {"flops_per_step": NUM, "flops_per_sample": NUM, "bf16_peak_tflops": NUM, "why_not": SCALAR,

@@ -1,16 +1,17 @@
 """Does fixes.patch do, as plain python, what the trials measured?
 
-After the ladder, the patch is applied to a scratch copy of the script's tree (never the
+After the ladder, the patch is applied to scratch copies of the files it edits (never the
 user's files) and the patched script runs in a fresh process under the same step detection
 and timing, with no fix applied at run time. Its samples/s against the baseline and against
 the in-run stack is ``patch.verification`` in run.json; each kept fix is then checked in what
 that run observed (the weights' memory format, autocast, compiled graphs, the DataLoader's
 arguments, ...), so a patch that falls short names the edit that did not take, at file:line.
 
-The scratch copy is an overlay: the directories that hold a patched file (and the script) are
-real, everything else in them links back to the user's tree, so data beside the script is
-found and nothing large is copied. The run's writes into the user's tree are redirected
-(runner/sandbox.py), as a trial's are.
+The patched run starts where the user's own run does: their working directory, the script at
+its own path, so relative paths and ``__file__`` resolve as they will after ``git apply``. The
+patched copies are read in place of the user's files by path (spec ``sources``: the script's
+text and every patched module it imports, runner/sandbox.py), and its writes are redirected as
+a trial's are.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from advisor import (
+    failures,
     fixes as registry,  # the parameter `fixes` below is the kept ones
     measure,
     specs,
 )
 from advisor.contracts import PatchNote, Verification, VerificationCheck
 from advisor.fixes.base import NOT_CHECKED, FixSpec
-from advisor.runner._util import mirror_tree
 
 NAME = "verify-plain-python"
 SHORT = 0.90          # under this fraction of the stack, the report names what did not take
@@ -73,13 +74,28 @@ def argv_with_changes(argv: list[str], notes: list[PatchNote]) -> list[str]:
     out = list(argv)
     for n in notes:
         for ch in n.get("argv_changes") or []:
+            if ch.get("from") is None:   # an option the command line did not give: added (advisor.patch.provenance)
+                _add_arg(out, ch["flag"], ch.get("to"))
+                continue
             flag, value = ch["flag"], str(ch["to"])
             for i, tok in enumerate(out):
                 if tok == flag and i + 1 < len(out):
                     out[i + 1] = value
                 elif tok.startswith(flag + "="):
                     out[i] = f"{flag}={value}"
+                elif len(flag) == 2 and tok == flag + str(ch["from"]):   # -j4
+                    out[i] = flag + value
     return out
+
+
+def _add_arg(out: list[str], flag: str, value) -> None:
+    """``--flag value``, a bare ``--flag`` (value None) or a ``key=value`` override word, before
+    a ``--`` that ends the options; once."""
+    words = [flag] if value is None else [flag, str(value)] if flag.startswith("-") else [f"{flag}={value}"]
+    if flag in out or any(t.startswith(flag + "=") for t in out):
+        return
+    at = out.index("--") if "--" in out else len(out)
+    out[at:at] = words
 
 
 def environ_changes(notes: list[PatchNote]) -> dict[str, str]:
@@ -108,10 +124,44 @@ def command_line(command: list[str]) -> str:
     return shlex.join(command)
 
 
-def patch_header(command: list[str]) -> str:
-    """fixes.patch's first lines, before the diff (git apply and patch skip them)."""
+def patch_header(command: list[str], root: str | None = None, where: str | None = None) -> str:
+    """fixes.patch's first lines, before the diff (git apply and patch skip them): the directory
+    its paths are relative to (``root``), and the command, run from where advisor ran (``where``)."""
+    at = f"Apply from {root} with `git apply fixes.patch`" if root else "Apply with `git apply fixes.patch`"
+    run = f", then run from {where}:" if where and where != root else ", then run:"
     return ("advisor: the fixes `advisor analyze` kept (run.json patch; its run as plain python: patch.verification).\n"
-            f"Apply from the script's directory with `git apply fixes.patch`, then run:\n    {command_line(command)}\n\n")
+            f"{at}{run}\n    {command_line(command)}\n\n")
+
+
+def patch_root(script: str, cwd: str | None = None) -> str:
+    """The directory fixes.patch's paths are relative to, where the user applies it: the root of
+    the git repository holding the script; else the directory advisor was run from, when the
+    script lies under it; else the script's own directory."""
+    script = os.path.realpath(script)
+    here = os.path.realpath(cwd or os.getcwd())
+    d = os.path.dirname(script)
+    while True:
+        if os.path.exists(os.path.join(d, ".git")):
+            return d
+        up = os.path.dirname(d)
+        if up == d:
+            break
+        d = up
+    return here if script.startswith(here.rstrip(os.sep) + os.sep) else os.path.dirname(script)
+
+
+def scratch_copies(root: str, tree: Path, rels: list[str]) -> dict[str, str]:
+    """Each file the patch edits (paths relative to ``root``) copied into ``tree`` at the same
+    relative path, where the patch is applied; {the user's path: its copy}."""
+    out = {}
+    shutil.rmtree(tree, ignore_errors=True)
+    for rel in rels:
+        src, dst = Path(root, rel), tree / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_file():
+            shutil.copy2(src, dst)
+        out[str(src)] = str(dst)
+    return out
 
 
 # ----------------------------------------------------------------------------- checks
@@ -163,8 +213,9 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
            *, timeout: float, stdout_to_stderr: bool = False, progress=None,
            noise_band: float | None = None, gpu: str | None = None, signals=None,
            retime_stack: Callable[[], float | None] | None = None,
-           fits: Callable[[float], bool] | None = None, applied: list[dict] = ()) -> Verification:
-    """Apply ``diff`` to an overlay of the script's directory, run the patched script as plain
+           fits: Callable[[float], bool] | None = None, applied: list[dict] = (),
+           root: str | None = None) -> Verification:
+    """Apply ``diff`` to scratch copies of the files it edits, run the patched script as plain
     python (timed, no fix at run time) and compare; returns ``patch.verification``.
     ``noise_band``: the trials' threshold for one run against one (status_of). ``gpu``: the one
     GPU its runs see (beside the trials' last processes on the others); ``signals``: what stops
@@ -172,35 +223,34 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     when the patched runs fall short of it (_stack_again). ``fits(seconds)``: whether a run that
     long still ends inside --budget; a second run (of the patch, or of the stack) that would not
     is left out, and the verdict rests on the one run and the noise band (``timed_once``).
-    ``applied``: the fixes --apply ran in the baseline (as_written)."""
+    ``applied``: the fixes --apply ran in the baseline (as_written). ``root``: the directory the
+    diff's paths are relative to (patch_root)."""
     from advisor.runner.parent import run_child
 
     command = recommended_command(script, script_args, notes)
-    script = os.path.realpath(script)
-    root = os.path.dirname(script)
+    root = root or patch_root(script)
     tree = Path(run_dir) / "verify" / "tree"
-    copies = sorted({*patched_files(diff), os.path.basename(script)})
-    mirror_tree(root, str(tree), copies)
+    sources = scratch_copies(root, tree, sorted(set(patched_files(diff))))
     error = apply_patch(diff, str(tree), texts) if diff else None   # a flag change alone: nothing to apply
-    # the command the user is told to run (patch.command), run here on the patched tree
+    # the command the user is told to run (patch.command), run here with the patched files read
     out: Verification = {"tree": os.path.relpath(tree, run_dir), "argv": argv_with_changes(script_args, notes),
                          "command": command, "runs": 0}
     if environ := environ_changes(notes):
         out["environ"] = environ
     if error:
         return {**out, "status": "not applied", "error": error}
-    patched = str(tree / os.path.basename(script))
     runs: list[dict] = []
     kept = [FixSpec.of(f) for f in fixes]
     batch_changes = any(registry.trait(f.name, "changes_batch") for f in kept)
     for attempt in range(2):
-        spec = _patched_spec(patched, out["argv"], Path(run_dir), attempt + 1, opts, root, tree, environ, gpu, kept)
+        spec = _patched_spec(script, out["argv"], Path(run_dir), attempt + 1, opts, sources, environ, gpu, kept)
         if progress:
             progress("verifying fixes.patch as plain python" + (" (again)" if attempt else ""))
         child = run_child(spec, timeout=timeout, step_timeout=opts.step_timeout, stdout_to_stderr=stdout_to_stderr,
                           stall_timeout=opts.stall_timeout, signals=signals)
         if not measure.step_times(child):
-            out.update(status="failed", error=pipeline_reason(child), runs=len(runs) + 1)
+            out.update(status="failed", error=pipeline_reason(child), runs=len(runs) + 1,
+                       failure=failures.of_trial([child], pipeline_reason(child)))
             break
         runs.append(child)
         rate = _rate(runs, baseline, batch_changes)
@@ -239,17 +289,17 @@ def verify(script: str, script_args: list[str], run_dir: Path, opts, diff: str, 
     return out
 
 
-def _patched_spec(patched: str, argv: list[str], run_dir: Path, n: int, opts, root: str, tree: Path, environ: dict,
-                  gpu: str | None, kept: list[FixSpec]) -> dict:
-    """The spec of the patched script's n-th plain-python run, in verify/run-N (not a trial's)."""
-    spec = specs.trial_spec(patched, argv, run_dir, opts, NAME, [], profile=False)
+def _patched_spec(script: str, argv: list[str], run_dir: Path, n: int, opts, sources: dict[str, str],
+                  environ: dict, gpu: str | None, kept: list[FixSpec]) -> dict:
+    """The spec of the patched script's n-th plain-python run, in verify/run-N (not a trial's):
+    the user's script at its own path, in their working directory, its patched files read from
+    their copies (``sources``)."""
+    spec = specs.trial_spec(script, argv, run_dir, opts, NAME, [], profile=False)
     spec["run_dir"] = str(run_dir / "verify" / f"run-{n}")
-    spec["project_dirs"] = [root]
+    spec["sources"] = sources
     spec["environ"] = {**spec.get("environ", {}), **environ}   # and the variables patch.command sets
     if gpu is not None:
         spec["environ"]["CUDA_VISIBLE_DEVICES"] = gpu
-    if os.path.realpath(spec["cwd"]) == root:   # it starts in the patched tree, not the user's
-        spec["workdir"] = str(tree)
     # the patched script of a ddp fix runs as torchrun runs it (the report gives the command)
     spec["nproc_per_node"] = specs.launch_nproc([f.as_spec() for f in kept], opts.nproc_per_node)
     return spec

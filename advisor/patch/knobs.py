@@ -154,6 +154,11 @@ def _inherited(ctx: PatchContext, path: str, lines: list[str], words: set[str], 
             f"{lines[merge - 1].strip()})"], {"source": [f"{rel}:{section}.{key}"]}
 
 
+def yaml_key(ctx: PatchContext, key: str, new: str, observed, what: str):
+    """``key: new`` in the YAML the run read (see _yaml); None where no one line holds it."""
+    return _yaml(ctx, key, new, observed, what)
+
+
 def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):
     """A ``key: value`` line in the YAML files the run opened or the command line names (else the
     project's); where several sections set it, the one the command line names (``--config
@@ -428,17 +433,30 @@ def set_value(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, obser
 
 
 def change(ctx: PatchContext, f: SourceFile, expr, new: str, what: str, edits: list[str], extra: dict,
-           observed=None) -> bool:
+           observed=None, chain: list[dict] | None = None) -> bool:
     """``set_value`` for an editor's note: its edit descriptions join ``edits``, its fields
     (argv_changes) join ``extra``, the value's source chain goes under ``extra["sources"][what]``;
-    a value whose source is not found becomes the note's warning, and False is returned."""
+    a value whose source is not found becomes the note's warning, and False is returned.
+    ``chain``: the value's chain as the run followed it up the live stack (config
+    ``<key>.provenance``, advisor.patch.provenance), used first; the static chain from ``expr``
+    is the fallback."""
+    from . import provenance
+
+    got = provenance.follow(ctx, chain, new, what, observed) if chain else None
     try:
-        done, more = set_value(ctx, f, expr, new, what, observed)
+        if got is not None:
+            done, more = got
+        elif expr is None:
+            raise SkipFix(f"{what} reaches the call through arguments advisor could not follow: give it {new}")
+        else:
+            done, more = set_value(ctx, f, expr, new, what, observed)
     except SkipFix as e:
         add_warning(extra, str(e))
         return False
     edits += done
     extra.setdefault("sources", {})[what] = more.pop("source", [])
+    if more.pop("followed", None):      # the chain the run read up its live stack
+        extra.setdefault("followed", {})[what] = "run time"
     for k, v in more.items():
         extra.setdefault(k, []).extend(v)
     return True

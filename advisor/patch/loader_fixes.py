@@ -8,7 +8,7 @@ import libcst as cst
 from advisor.host import usable_cpus
 from advisor.runtime import samples_source
 
-from . import knobs
+from . import knobs, provenance
 from .call_args import (
     code_of,
     find_arg,
@@ -99,8 +99,6 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
     """dataloader-workers and pin-memory: one edit of the DataLoader call, each value changed
     where the user keeps it (a flag's default, a config entry: advisor.patch.knobs)."""
     name = fix.get("intervention")
-    f, call = _dataloader_call(ctx, fix)
-    here = location(f, f.line_of(call))
     workers = p.get("num_workers")
     if workers is None and name == "dataloader-workers":
         workers = max(2, min(8, usable_cpus()))
@@ -109,6 +107,14 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
     pin = bool(p.get("pin_memory", name == "pin-memory")) and _on_accelerator(ctx.config)
     prefetch = int(p.get("prefetch_factor", 4))
     seen = ((ctx.config.get("dataloader") or {}).get("value") or {})
+    try:
+        f, call = _dataloader_call(ctx, fix)
+    except SkipFix as e:      # made in a library (a loader factory): its arguments' sources, if the run followed them
+        return _through_library(ctx, fix, e, [("num_workers", None if workers is None else str(int(workers)),
+                                               seen.get("num_workers")),
+                                              ("pin_memory", "True" if pin and not seen.get("pin_memory") else None,
+                                               seen.get("pin_memory"))])
+    here = location(f, f.line_of(call))
     edits: list[str] = []
     extra: dict = {}
     append: list[tuple[str, str, int | None]] = []
@@ -119,19 +125,30 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
                                   seen.get("pin_memory"))):
         if value is None:
             continue
+        chain = provenance.chain_of(ctx, "dataloader", arg)   # as the run followed it up the stack
         found = find_arg(call, arg, _DL_POS[arg])
         entry = None if found is not None else _kwargs_entry(ctx, f, call, arg)
         expr = found[1].value if found is not None else entry.value if entry is not None else None
         if entry is not None and arg == "num_workers":
             in_dict = f.parent.get(entry)
+        if expr is None and chain and chain[0].get("kind") in ("kwargs", "partial") and \
+                knobs.change(ctx, f, None, value, arg, edits, extra, observed, chain):
+            if arg == "num_workers":    # given through **kwargs or a partial: no name to test at the call
+                workers_code = None
+            continue
         if expr is None:
             append.append((arg, value, _DL_POS[arg]))
             edits.append(f"{arg}={value}")
             continue
         if arg == "num_workers" and not knobs.is_literal_value(expr):
             workers_code = code_of(expr)     # the user's expression: its new value comes from its source
-        knobs.change(ctx, f, expr, value, arg, edits, extra, observed)
-    if workers is not None and int(workers) > 0:
+        knobs.change(ctx, f, expr, value, arg, edits, extra, observed, chain)
+    if workers is not None and int(workers) > 0 and workers_code is None:
+        # the count reaches the call through **kwargs or a partial: persistent workers and a
+        # prefetch factor would raise where it is 0, and no name at the call says when it is
+        add_warning(extra, "persistent_workers and prefetch_factor left out: the worker count reaches the "
+                           f"DataLoader at {here} through arguments the call does not name")
+    elif workers is not None and int(workers) > 0:
         if workers_code == str(int(workers)):
             pair = [("persistent_workers", "True"), ("prefetch_factor", str(prefetch))]
         else:   # a knob the user may still set to 0, where these two raise
@@ -161,6 +178,25 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
     if pin:
         edits += _non_blocking(ctx, fix, extra)
     return applied(here, edits, **extra)
+
+
+def _through_library(ctx: PatchContext, fix: dict, why: SkipFix, values: list[tuple[str, str | None, object]]) -> dict:
+    """A DataLoader made in a library's code (a loader factory the user calls): the call cannot
+    be edited, the values are changed where the run's chains end, in the user's code or on the
+    command line (advisor.patch.provenance)."""
+    edits: list[str] = []
+    extra: dict = {}
+    where = None
+    for arg, value, observed in values:
+        chain = provenance.chain_of(ctx, "dataloader", arg)
+        if value is None or not chain:
+            continue
+        if knobs.change(ctx, None, None, value, arg, edits, extra, observed, chain):
+            where = where or next((link["where"] for link in chain if not link.get("lib") and link.get("where")), None)
+    if not edits:
+        raise SkipFix("; ".join(filter(None, [str(why), extra.get("warning")])))
+    add_warning(extra, f"the DataLoader is made in a library ({why}): only its arguments' sources are changed")
+    return applied(where or str(why), edits, **extra)
 
 
 def _is_copy(c: cst.Call) -> bool:

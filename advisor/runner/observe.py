@@ -13,7 +13,9 @@ import torch
 from advisor.runner import dali_use, environment, hf_models, linears, loaders, logits, placement
 from advisor.runner._util import Patcher
 from advisor.runner.placement import memory_format_of
-from advisor.runtime.sites import SiteFinder
+from advisor.runtime import provenance
+from advisor.runtime.cli_seen import CliSeen
+from advisor.runtime.sites import ADVISOR_DIR, SiteFinder
 
 TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 
@@ -22,6 +24,12 @@ _BACKEND_KEYS = ("cudnn.benchmark", "cudnn.deterministic", "tf32.matmul", "tf32.
 _CUDNN_ATTRS = {"benchmark": "cudnn.benchmark", "deterministic": "cudnn.deterministic",
                 "allow_tf32": "tf32.cudnn", "fp32_precision": "tf32.cudnn"}
 _CUBLAS_ATTRS = {"allow_tf32": "tf32.matmul", "fp32_precision": "tf32.matmul"}
+
+# The DataLoader arguments whose source a fix changes (loader_fixes), with their positions in
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory)
+_LOADER_ARGS = {"num_workers": 5, "batch_size": 1, "pin_memory": 7, "persistent_workers": None,
+                "prefetch_factor": None}
+_MAX_FOLLOWED = 8     # loaders whose arguments are followed up the stack (each costs a walk)
 
 
 def dtype_name(dt) -> str:
@@ -69,6 +77,9 @@ class Observer:
         self._gpu = None
         self._attention_model = None   # weakref to a Hugging Face model (attention, config_doc)
         self.placements = placement.Placements(self.sites, self._safe, lambda: self.want_forward)
+        self.cli = CliSeen(self.sites)          # the script's argparse options, as this run gave them
+        self.walker = provenance.Walker(self.sites, self.cli)
+        self._followed = 0
 
     # ------------------------------------------------------------------ helpers
     def site(self):
@@ -111,6 +122,7 @@ class Observer:
         self._patch_autocast()
         self._patch_checkpoint()
         self._patch_open()
+        self._safe("command-line observation", self.cli.install, self.patches)
         self._watch_first_model()
         self.placements.install(self.patches)
         self._start_gpu_query()
@@ -169,9 +181,27 @@ class Observer:
 
     def _record_loader(self, loader) -> None:
         entry = {"value": loaders.loader_value(loader), "where": self._loader_site()}
+        if self._followed < _MAX_FOLLOWED:
+            self._followed += 1
+            chains = self._follow_call(lambda c: True, _LOADER_ARGS)
+            if chains:
+                entry["provenance"] = chains
         self._loaders[loader] = entry
         if self._first_loader is None:
             self._first_loader = entry
+
+    def _follow_call(self, want, args: dict) -> dict:
+        """{argument: where its value comes from} for the call the nearest frame outside advisor
+        and torch is making (advisor.runtime.provenance: the live stack, frame by frame)."""
+        import sys
+
+        from advisor.runtime import source_ast
+
+        frame = provenance.outside(sys._getframe(1), (ADVISOR_DIR, TORCH_DIR))
+        call = source_ast.current_call(frame, want) if frame is not None else None
+        if call is None:
+            return {}
+        return self.walker.at_call(frame, call, args)
 
     def _loader_site(self) -> str | None:
         """Where the DataLoader was made: the nearest frame outside torch, or past an installed
@@ -198,7 +228,7 @@ class Observer:
         if loop is not None and "steps" in loop:
             self._set("run_steps", {"steps": loop["steps"], "expr": loop["expr"]}, loop["where"])
         elif loop is not None:
-            self._set("epochs", {"epochs": loop["epochs"], "expr": loop["expr"]}, loop["where"])
+            self._set("epochs", {k: loop[k] for k in ("epochs", "expr", "at_most") if k in loop}, loop["where"])
         ds = getattr(it, "_dataset", None)
         for loader, entry in list(self._loaders.items()):
             if loader.dataset is ds:
@@ -463,8 +493,27 @@ class Observer:
             return
         self._set("autocast", {"enabled": enabled, "dtype": dtype_name(getattr(ac, "fast_dtype", None)),
                                "device_type": getattr(ac, "device", None)})
+        self._safe("autocast provenance", self._follow_autocast, self.config["autocast"])
         if enabled:
             self._autocast_done = True
+
+    def _follow_autocast(self, entry: dict) -> None:
+        """Where the autocast's ``enabled`` and ``dtype`` come from (``enabled=args.amp`` → the
+        option ``--amp``), and the ``if`` switches around the ``with`` (the script's own AMP
+        switch: advisor.patch.switches)."""
+        import sys
+
+        frame = provenance.outside(sys._getframe(1), (ADVISOR_DIR, TORCH_DIR))
+        if frame is None:
+            return
+        call = provenance.context_call(frame, ("autocast",))
+        if call is not None:   # torch.autocast(device_type, dtype, enabled); torch.cuda.amp.autocast(enabled, dtype)
+            where = provenance.positions(frame, call, ("enabled", "dtype")) or {"enabled": 2, "dtype": 1}
+            entry["provenance"] = self.walker.at_call(frame, call, where)
+        switches = [{"test": provenance.sa.code(test), "taken": taken, "chain": self.walker.of_expr(frame, test)}
+                    for test, taken in provenance.gates(frame, frame.f_lineno)[:3]]
+        if switches:
+            entry["gates"] = switches
 
     # ------------------------------------------------------------------ documents
     def config_doc(self, step_counts: list | None = None) -> dict:
@@ -493,6 +542,8 @@ class Observer:
             doc["dali"] = {"value": used, "where": None}
         if self.checkpoint_calls:
             doc["activation_checkpointing"] = {"value": {"calls": self.checkpoint_calls}, "where": None}
+        if self.cli.parsers:   # every option the script's parsers read, as this run gave it
+            doc["cli_options"] = {"value": self.cli.all_options(), "where": None}
         if self._config_files:
             first = next(iter(self._config_files.values()))
             doc["config_files"] = {"value": list(self._config_files), "where": first}
