@@ -237,7 +237,10 @@ def _run(argv: list[str], cwd: Path, env: dict, timeout: float, log: Path, stop:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+        except BaseException as exc:   # stopped itself (SIGTERM, ^C): its own session must not outlive it
+            if not isinstance(exc, subprocess.TimeoutExpired):
+                os.killpg(proc.pid, signal.SIGKILL)
+                raise
             os.killpg(proc.pid, stop)
             try:
                 proc.wait(timeout=grace)
@@ -245,6 +248,11 @@ def _run(argv: list[str], cwd: Path, env: dict, timeout: float, log: Path, stop:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             rc = None
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)   # what the script left running (its workers) after it ended
+            except ProcessLookupError:
+                pass
     return rc, round(time.monotonic() - start, 1)
 
 
@@ -468,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--picks", action="store_true", help="the entries marked gpu_pick (when no names are given)")
     r.add_argument("--runs", type=Path, default=Path(os.environ.get("WILD_RUNS", "/tmp/wild-runs")))
     r.add_argument("--scoreboard", type=Path, default=SCOREBOARD)
+    m = sub.add_parser("merge", help="merge scoreboards (the slots of benchmarks/wild.sh) into --scoreboard")
+    m.add_argument("boards", nargs="+", type=Path)
+    m.add_argument("--scoreboard", type=Path, default=SCOREBOARD)
     t = sub.add_parser("table")
     t.add_argument("--scoreboard", type=Path, default=SCOREBOARD)
     sub.add_parser("list")
@@ -479,9 +490,14 @@ def main(argv: list[str] | None = None) -> int:
         for e in entries:
             print(f"{e.name:28} {e.repo:40} {e.kind:14} cpu: {e.cpu or '– (' + str(e.cpu_skip) + ')'}")
         return 0
+    if args.verb == "merge":
+        rows = [r for b in args.boards if b.is_file() for r in json.loads(b.read_text())["scripts"]]
+        merge(args.scoreboard, rows)
+        return 0
     if args.verb == "table":
         print(table(json.loads(args.scoreboard.read_text())))
         return 0
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # through _run's clean-up
     nice = args.nice if args.nice is not None else (15 if args.device == "cpu" else 0)
     for e in _select(entries, args.names, args.device, args.picks):
         start = time.monotonic()
