@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import string
 import subprocess
 import sys
 from pathlib import Path
@@ -115,7 +116,9 @@ def text(cwd: Path, spec: dict) -> None:
     want = spec.get("bytes", 1_000_000)
     words = np.array([w + " " for w in WORDS] + [".\n"] * 6)  # about one line end in 20 words
     n = want // 4 + 64   # words of 4-5 bytes on average: enough, cut to the size below
-    data = "".join(words[g.integers(0, len(words), n)]).encode()
+    # every printable character once first: char-level scripts prompt with text of their own ("O God, O God!")
+    head = string.ascii_letters + string.digits + string.punctuation + "\n"
+    data = (head + "".join(words[g.integers(0, len(words), n)])).encode()
     while len(data) < want:
         data += data
     data = data[:want]

@@ -177,6 +177,8 @@ def _synthetic_dataset(path, name=None, **kw):
 
 @_patch("datasets")
 def _datasets(hf):
+    if not hasattr(hf, "DatasetDict"):   # the script's own datasets.py (PyTorch-GAN's), not Hugging Face's
+        return
     real = hf.load_dataset
 
     def load_dataset(path, name=None, *args, **kw):
@@ -213,6 +215,9 @@ class _Metric:
 
 @_patch("evaluate")
 def _evaluate(ev):
+    if not hasattr(ev, "EvaluationModule"):   # the script's own evaluate.py (Pytorch-UNet's)
+        return
+
     def load(path, config_name=None, *a, **kw):
         names = {"glue": ["accuracy", "f1"], "accuracy": ["accuracy"], "f1": ["f1"]}.get(str(path), [])
         return _Metric(names)
