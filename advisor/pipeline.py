@@ -293,14 +293,15 @@ class Analyze:
 
         fixes = [{"intervention": f["name"], "params": f.get("params") or {}} for f in stack]
         path = Path(self.script).absolute()
+        root = verify.patch_root(str(path))   # the git repository's root, else where advisor ran
         texts: dict = {}
-        diff, notes = make_patch(str(path), fixes, doc["config"], root=str(path.parent),
+        diff, notes = make_patch(str(path), fixes, doc["config"], root=root,
                                  executed=doc.get("executed_lines"), texts=texts, argv=self.script_args)
         _record_sources(doc, notes)
         command = verify.recommended_command(self.script, self.script_args, notes)
         if diff:
-            (self.run_dir / "fixes.patch").write_text(verify.patch_header(command) + diff)
-        doc["patch"] = {"file": "fixes.patch" if diff else None, "command": command, "notes": notes}
+            (self.run_dir / "fixes.patch").write_text(verify.patch_header(command, root, os.getcwd()) + diff)
+        doc["patch"] = {"file": "fixes.patch" if diff else None, "command": command, "notes": notes, "root": root}
         if not self.stages.verify or not (diff or any(n.get("argv_changes") or n.get("env_changes") for n in notes)):
             return
         pressed = (lambda: bool(signals.count)) if signals is not None else self.ctrl_c.pressed
@@ -316,7 +317,7 @@ class Analyze:
             timeout=self.stages.trial_timeout, stdout_to_stderr=self.stages.json, progress=self.progress,
             noise_band=(doc.get("trial_summary") or {}).get("threshold"), gpu=gpu, signals=signals,
             retime_stack=(lambda: self._time_stack(opts, stack, gpu, signals)) if retime else None,
-            fits=self._fits, applied=self.stages.applied)
+            fits=self._fits, applied=self.stages.applied, root=root)
         if pressed():  # it stopped the patched script: its run says nothing
             doc["patch"]["verification"] = dict(NOT_VERIFIED)
 

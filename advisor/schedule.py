@@ -27,7 +27,8 @@ OWN_PROFILER_STEPS = 500
 DISARMED = "disarmed the script's"
 # What the timing run measures: these keys of its result replace the first run's.
 TIMING_KEYS = ("step_times_ms", "measure_window_ms", "step_timing", "batches_per_epoch", "settle_steps",
-               "left_out_steps", "left_out_ms", "warmup_step_times_ms", "data_wait_ms", "item_wait_ms",
+               "left_out_steps", "left_out_ms", "warmup_step_times_ms", "warmup_step_ends", "warmup_step_cpu_wait",
+               "data_wait_ms", "item_wait_ms",
                "item_waits", "batch_size", "batch_size_source", "step_counts", "memory")
 
 
@@ -152,7 +153,6 @@ def own_profiler_run(first: dict, spec: dict, run, say=None) -> dict | None:
     child = run(specs.quiet({**spec, "run_dir": str(where), "run_name": "own-profiler", "tb_dir": str(where / "tb"),
                              "warmup_steps": 10 ** 9, "measure_steps": 0, "profile_steps": 0, "own_profiler": True,
                              "max_steps": steps + OWN_PROFILER_STEPS, "sandbox_writes": True, "record_lines": False,
-                             "workdir": None,   # the script's profiler writes where it asks, in the user's cwd
                              "count_flops": False}))
     own = child.get("own_profiler") or {}
     traces = [p for p in own.get("exports") or [] if Path(p).exists() or Path(p + ".gz").exists()]

@@ -106,7 +106,7 @@ def use_cache_dir(cache: str) -> str:
     """--cache DIR: torch.compile's caches of every process of this analyze in DIR (made if
     missing), which outlives the run: a later analyze given DIR starts with the graphs compiled
     here. Set in advisor's own environment, so each process inherits it and the OS-level sandbox
-    keeps DIR real (runner.parent.library_caches)."""
+    keeps DIR real (runner.sandbox.library_caches)."""
     root = Path(cache).expanduser().absolute()
     for name, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -115,15 +115,14 @@ def use_cache_dir(cache: str) -> str:
     return str(root)
 
 
-def sandbox(spec: dict, run_dir: Path | str, workdir: str = "tree") -> dict:
+def sandbox(spec: dict, run_dir: Path | str) -> dict:
     """Make a spec sandboxed (docs/safety.md): the script's Python-level writes outside the run
     directory redirected into it (runner/sandbox.py), the process in a copy-on-write view of the
-    filesystem where the machine allows one (runner/jail.py), its working directory ``workdir``
-    (relative to its own run directory: a mirror of the user's cwd), no traceback printed
-    when advisor stops it, and its output in a file (quiet)."""
+    filesystem where the machine allows one (runner/jail.py), no traceback printed when advisor
+    stops it, and its output in a file (quiet). It starts where the baseline did: the user's
+    working directory (spec ``cwd``), the script at its own path."""
     spec["sandbox_writes"] = True
     spec["sandbox_root"] = str(run_dir)
-    spec["workdir"] = workdir
     # stopped by advisor (Ctrl-C, a time limit), the script's KeyboardInterrupt is not printed
     # (runner/bootstrap.py): the process's record says why it stopped
     spec["quiet_interrupt"] = True

@@ -14,6 +14,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,12 +86,13 @@ def test_patch_verified_as_plain_python(layout_run):
     assert {c["fix"]: c["took_effect"] for c in v["checks"]} == {
         "channels-last": True, "amp": True, "set-to-none": True, "dataloader-workers": True}
     assert "verified as plain python" in layout_run["proc"].stderr or "falls short" in layout_run["proc"].stderr
-    # the user's files were never written; the patched copy lives in the run directory
+    # the user's files were never written; the patched copies live in the run directory, one per
+    # file the patch edits, at its path relative to the patch's root
     assert _digest(layout_run["src"]) == layout_run["before"]
     tree = layout_run["out"] / v["tree"]
     assert "num_data_workers: 2" in (tree / "config" / "train.yaml").read_text()
-    assert (tree / "utils").is_dir() and not (tree / "utils").is_symlink()
-    assert (tree / "utils" / "params.py").is_symlink()
+    patched = re.findall(r"^\+\+\+ b/(.+)$", (layout_run["out"] / "fixes.patch").read_text(), re.M)
+    assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file()) == sorted(patched)
     html = (layout_run["out"] / "index.html").read_text()
     assert 'id="verification"' in html and "as plain python" in html
 

@@ -50,10 +50,13 @@ def test_trial_writes_are_redirected(tmp_path, capfd):
     assert len(notes) == 4  # one per path, not per write
 
 
-def test_library_caches_outside_the_project_are_not_redirected(tmp_path, capfd, monkeypatch):
+def test_library_caches_are_let_through_and_every_other_write_is_redirected_whoever_calls(tmp_path, capfd,
+                                                                                             monkeypatch):
     """torch.compile's caches (~/.triton on a GPU) are written by installed libraries:
-    redirecting part of them broke compilation in a real H100 trial. Writes by the user's own
-    code stay redirected, also from a helper module outside the project."""
+    redirecting part of them broke compilation in a real H100 trial, so they stay real. Every
+    other write is redirected whoever makes it: the user's own code, a helper module outside
+    the project, and installed libraries writing the user's outputs (pandas' to_csv, PIL's save,
+    TensorBoard's event writer, safetensors' native writer, os.open)."""
     monkeypatch.setenv("TMPDIR", str(tmp_path / "systmp"))  # so that home/ is outside scratch
     (tmp_path / "systmp").mkdir()
     home, lib, proj = tmp_path / "home", tmp_path / "lib", tmp_path / "proj"
@@ -64,27 +67,42 @@ def test_library_caches_outside_the_project_are_not_redirected(tmp_path, capfd, 
                 f.write("the user's helper")
     """)
     script = write(proj / "train.py", f"""
-        import sys, torch
+        import os, sys, torch
+        import pandas as pd
+        from PIL import Image
+        from safetensors.torch import save_file
+        from torch.utils.tensorboard import SummaryWriter
         sys.path.insert(0, {str(lib)!r})
         import userlib
         model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
         model.compile()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        writer = SummaryWriter({str(home / "runs")!r})
         for i in range(100):
-            model(torch.randn(4, 8)).sum().backward()
+            loss = model(torch.randn(4, 8)).sum()
+            loss.backward()
             opt.step(); opt.zero_grad()
+            writer.add_scalar("loss", loss.item(), i)
             userlib.log({str(home / "helper.txt")!r})
             with open({str(home / "mine.txt")!r}, "w") as f:
                 f.write("the script's own output")
+            pd.DataFrame({{"step": [i]}}).to_csv({str(home / "log.csv")!r})
+            Image.new("RGB", (4, 4)).save({str(home / "sample.png")!r})
+            save_file({{"w": torch.zeros(2)}}, {str(home / "model.safetensors")!r})
+            fd = os.open({str(home / "raw.bin")!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.write(fd, b"raw"); os.close(fd)
     """)
     spec = _trial(script, proj, tmp_path, profile_steps=0)
     res = run_child(spec, timeout=300, step_timeout=240)
     assert res["status"] == "complete", (res["incomplete_reasons"], res["notes"])
     assert any((home / "inductor").rglob("*")), "inductor's cache stays where torch put it"
-    assert not (home / "mine.txt").exists() and not (home / "helper.txt").exists()
-    # (inductor also makes "." — the project, so redirected, harmlessly: a directory)
-    notes = sorted(n for n in res["notes"] if n.startswith("trial write redirected") and ".txt" in n)
-    assert len(notes) == 2 and "helper.txt" in notes[0] and "mine.txt" in notes[1], notes
+    written = ["mine.txt", "helper.txt", "log.csv", "sample.png", "model.safetensors", "raw.bin", "runs"]
+    assert not [n for n in written if (home / n).exists()], "nothing reached the user's real files"
+    outputs = tmp_path / "run" / "outputs" / str(home.resolve()).lstrip("/")
+    assert [n for n in written if (outputs / n).exists()] == written
+    assert list((outputs / "runs").glob("events.out.tfevents.*"))
+    notes = [n for n in res["notes"] if n.startswith("trial write redirected") and str(home) in n]
+    assert len([n for n in notes if "inductor" in n]) == 0
 
 
 def test_a_dataloader_workers_writes_are_redirected_too(tmp_path, capfd):
@@ -116,3 +134,38 @@ def test_a_dataloader_workers_writes_are_redirected_too(tmp_path, capfd):
     assert sorted(p.name for p in proj.iterdir()) == ["train.py"]
     outputs = run / "outputs" / str(proj.resolve()).lstrip("/")
     assert list(outputs.glob("cache-*.txt"))
+
+
+def test_a_spawned_workers_writes_are_redirected_and_it_reads_the_patched_source(tmp_path, capfd):
+    """A worker multiprocessing starts with ``spawn`` is a fresh interpreter, not a fork: the
+    sandbox is installed in it before it imports the script again, and where the process reads
+    patched copies in place of the user's files (the verification's ``sources``), so does it."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    body = """
+        import os, torch
+        TAG = "{tag}"
+        class Caching(torch.utils.data.Dataset):
+            def __len__(self): return 32
+            def __getitem__(self, i):
+                with open(f"cache-{{TAG}}-{{os.getpid()}}.txt", "a") as f:   # in the spawned worker
+                    f.write(f"{{i}}\\n")
+                return torch.randn(4)
+        if __name__ == "__main__":
+            loader = torch.utils.data.DataLoader(Caching(), batch_size=8, num_workers=1,
+                                                 multiprocessing_context="spawn", persistent_workers=True)
+            model = torch.nn.Linear(4, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(1000):
+                for x in loader:
+                    model(x).sum().backward(); opt.step(); opt.zero_grad()
+    """
+    script = write(proj / "train.py", body.format(tag="original"))
+    patched = write(tmp_path / "run" / "tree" / "train.py", body.format(tag="patched"))
+    run = tmp_path / "run"
+    spec = {**_trial(script, proj, tmp_path, profile_steps=0), "sources": {str(script): str(patched)}}
+    res = run_child(spec, timeout=240, step_timeout=180)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert sorted(p.name for p in proj.iterdir()) == ["train.py"]
+    outputs = run / "outputs" / str(proj.resolve()).lstrip("/")
+    assert list(outputs.glob("cache-patched-*.txt")) and not list(outputs.glob("cache-original-*"))

@@ -17,7 +17,7 @@ import json, os, pathlib, shutil, sys, tempfile
 sys.path.insert(0, REPO)
 from advisor.runner.sandbox import Sandbox
 notes = []
-sb = Sandbox(RUN, notes.append, project=(USER,))
+sb = Sandbox(RUN, notes.append)
 sb.install()
 u = pathlib.Path(USER)
 seen = {}

@@ -191,6 +191,8 @@ class PatchContext:
             rel = os.path.relpath(path, self.root)
             if rel.startswith(os.pardir + os.sep) or rel == os.pardir or os.path.isabs(rel):
                 raise SkipFix(f"{path} is outside {self.root}; not editing it")
+            if _installed(path):   # a virtual environment inside the repository is not the user's code
+                raise SkipFix(f"{path} is an installed package's; not editing it")
             try:
                 self.files[path] = parse_file(path, rel.replace(os.sep, "/"))
             except (OSError, cst.ParserSyntaxError, UnicodeDecodeError) as e:
@@ -400,3 +402,15 @@ class ApplyEdits(cst.CSTTransformer):
             return [stmt.with_changes(leading_lines=lead)] if not strip else [stmt]
         first = before[0].with_changes(leading_lines=lead)
         return [first, *before[1:], stmt.with_changes(leading_lines=())]
+
+
+def _installed(path: str) -> bool:
+    """Is ``path`` inside an installed package (site-packages, dist-packages, the interpreter's
+    own library)?"""
+    import sysconfig
+
+    parts = path.split(os.sep)
+    if "site-packages" in parts or "dist-packages" in parts:
+        return True
+    std = [os.path.realpath(p) for p in (sysconfig.get_paths().get("stdlib"),) if p]
+    return any(path.startswith(d + os.sep) for d in std)

@@ -17,6 +17,42 @@ def flush_std() -> None:
             pass
 
 
+def flush_open_files(own_dir: str | None = None) -> None:
+    """Flush and close the script's open files, as a normal exit would before the process ends
+    with os._exit (advisor stopping the script): a file object still referenced is otherwise
+    never flushed. The standard streams are flushed, not closed; files under ``own_dir``
+    (advisor's run directory) are left to advisor, but for the script's redirected writes in
+    its ``outputs/``."""
+    import gc
+    import io
+
+    std = {id(s) for s in (sys.stdout, sys.stderr, sys.stdin, sys.__stdout__, sys.__stderr__, sys.__stdin__)}
+    own = os.path.realpath(own_dir) + os.sep if own_dir else None
+    redirected = own + "outputs" + os.sep if own else None
+    try:
+        objects = gc.get_objects()
+    except Exception:
+        return
+    kinds = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom)
+    # type(), not isinstance(): an object's __class__ may be a property that warns or raises
+    files = [o for o in objects if issubclass(type(o), kinds)]
+    # text layers first: their buffers go into the binary files they wrap
+    files.sort(key=lambda f: not isinstance(f, io.TextIOWrapper))
+    for f in files:
+        try:
+            if f.closed or id(f) in std:
+                continue
+            name = getattr(f, "name", None)
+            path = os.path.realpath(name) if isinstance(name, str) else ""
+            if own and path.startswith(own) and not path.startswith(redirected):
+                continue
+            f.flush()
+            if isinstance(name, str):   # a file the script opened by path; its descriptor otherwise
+                f.close()
+        except Exception:   # a broken file must not keep the results from being saved
+            continue
+
+
 def clean_json(obj):
     """Return a JSON-ready copy: non-finite floats become None, tuples lists, odd objects str."""
     if obj is None or isinstance(obj, (bool, int, str)):
@@ -68,19 +104,6 @@ def mirror_tree(root: str, dest: str, copies=()) -> None:
                 shutil.copy2(src, out)
             else:
                 os.symlink(src, out)
-
-
-def workdir(spec: dict) -> str | None:
-    """Where a sandboxed process starts (spec ``workdir``: absolute, or relative to its run
-    directory, a mirror of the user's cwd made by ``ensure_workdir``); None: the user's cwd."""
-    wd = spec.get("workdir")
-    return None if not wd else wd if os.path.isabs(wd) else os.path.join(spec["run_dir"], wd)
-
-
-def ensure_workdir(spec: dict) -> None:
-    wd = workdir(spec)
-    if wd and not os.path.isabs(spec["workdir"]) and not os.path.isdir(wd):
-        mirror_tree(spec.get("cwd") or os.getcwd(), wd)
 
 
 def read_json(path: str):

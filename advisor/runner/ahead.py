@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 
-from advisor.runner._util import ensure_workdir, write_json_atomic
+from advisor.runner._util import write_json_atomic
 from advisor.runner.follow import Tail, kill_group
 from advisor.runner.parent import _spawn, start_child
 
@@ -150,7 +150,6 @@ class HeldChild(_StartedAhead):
         self.hold_at = hold_at  # "cuda": at its first CUDA use; "warmup": before its last warm-up steps
         self.fifo_dir, fifo = _fifo(spec.get("sandbox_root"))
         os.makedirs(where)
-        ensure_workdir({**spec, "run_dir": where})
         spec_path = os.path.join(where, "spec.json")
         write_json_atomic(spec_path, {**spec, "run_dir": where, "hold": fifo, "hold_at": hold_at})
         progress = os.path.join(where, "progress.jsonl")

@@ -127,12 +127,14 @@ def _spec_path(wait_line) -> str:
 
 def _read_spec(path: str) -> dict:
     import json
-    import os
 
     with open(path, encoding="utf-8") as f:
         spec = json.load(f)
-    if spec.get("workdir"):   # a sandboxed process: a mirror of the user's cwd (runner/_util.py)
-        os.chdir(spec["workdir"] if os.path.isabs(spec["workdir"]) else os.path.join(spec["run_dir"], spec["workdir"]))
+    if spec.get("sandbox_writes"):
+        # A sandboxed process starts where the baseline did (the user's cwd): the compiled
+        # bytecode of a patched module (the verification) must not land in the user's __pycache__.
+        # What the baseline compiled is still read.
+        sys.dont_write_bytecode = True
     return spec
 
 
@@ -182,10 +184,12 @@ def _run_script(script: str, file_: str, g: dict) -> BaseException | None:
     """Compile and run the script in g; what it raised (held until the results are saved)."""
     import io
 
+    from advisor.runner import session
+
     exc = None
     code = None
-    try:
-        with io.open_code(script) as f:
+    try:   # the patched copy where the verification reads one in its place (spec sources)
+        with io.open_code(session.source_of(script)) as f:
             source = f.read()
         code = compile(source, file_, "exec", dont_inherit=True)
     except SyntaxError as e:  # python prints these with no traceback lines
@@ -215,6 +219,11 @@ def _end(ctl, spec: dict, exc: BaseException | None, flush_std, advisor_dir: str
               file=sys.stderr)
         stopped = ctl.outcome.stop_requested
     if stopped:
+        # os._exit skips what a normal exit does for the script's open files: a log appended
+        # without a flush would lose its last writes
+        from advisor.runner._util import flush_open_files
+
+        flush_open_files(spec.get("run_dir"))
         flush_std()
         os._exit(0)
     if exc is None:

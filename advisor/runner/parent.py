@@ -12,9 +12,10 @@ import time
 from dataclasses import dataclass
 
 from advisor.runner import ranks
-from advisor.runner._util import PARENT_ENV, ensure_workdir, read_json, write_json_atomic
-from advisor.runner.follow import Progress, Signals, Stop, follow
+from advisor.runner._util import PARENT_ENV, read_json, write_json_atomic
+from advisor.runner.follow import Progress, Signals, Stop, follow, stops_of
 from advisor.runner.output import open_output, output_path, tail_reason
+from advisor.runner.sandbox import library_caches
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
 JAIL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jail.py")
@@ -61,22 +62,6 @@ def jail_of(spec: dict | None) -> str | None:
     return str(root)
 
 
-def library_caches() -> list[str]:
-    """Caches that libraries fill for themselves, kept real in the sandbox: a kernel compiled by
-    one trial serves the next (torch.compile's Inductor and Triton caches, CUDA's JIT cache)."""
-    import getpass
-    import tempfile
-
-    home = os.path.expanduser("~")
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    out = [os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"torchinductor_{user}"),
-           os.environ.get("TRITON_CACHE_DIR") or os.path.join(home, ".triton"), os.path.join(home, ".nv")]
-    return [p for p in out if os.path.isdir(p)]
-
-
 def _spawn(args: list[str], cwd: str | None, stdout_to_stderr: bool, bare: bool = False,
            jail: str | None = None, output: str | None = None) -> subprocess.Popen:
     """bootstrap.py (``bare``: the command line as given) in a new session (its own process
@@ -90,7 +75,7 @@ def _spawn(args: list[str], cwd: str | None, stdout_to_stderr: bool, bare: bool 
     env = {**os.environ, PARENT_ENV: str(os.getpid())}  # taken out again before the script runs
     cmd = [sys.executable, *(args if bare else [BOOTSTRAP, *args])]
     if jail is not None:
-        cmd = [sys.executable, JAIL, "--root", jail, *(a for p in library_caches() for a in ("--pass", p)),
+        cmd = [sys.executable, JAIL, "--root", jail, *(a for p in library_caches(existing=True) for a in ("--pass", p)),
                "--", *cmd]
     out = open_output(output)
     try:
@@ -197,6 +182,7 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
                   started_warm=started_warm, started_held=started_held)
     if isinstance(result.get("startup"), dict):  # the child's milestones, from the spawn (or the go)
         result["startup"]["spawned"] = round(spawned, 3)
+        result["startup"]["stopped"] = stops_of(stop.pgid)   # SIGSTOPs advisor sent it: out of its lead-in
         if started_held:  # ... or the release: what it did before is negative, done ahead
             result["startup"]["ahead_spawned"] = round(held.spawned, 3)
     if ranks.nproc(spec) > 1:
@@ -245,7 +231,6 @@ def _fresh_run_dir(spec: dict, spec_path: str) -> None:
         except FileNotFoundError:
             pass
     open(progress_path, "wb").close()
-    ensure_workdir(spec)   # a sandboxed process starts in a mirror of the user's cwd
 
 
 @dataclass

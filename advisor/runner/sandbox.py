@@ -2,64 +2,70 @@
 
 Installed in every process advisor starts besides the baseline (spec ``sandbox_writes``): the
 trials, the references, the processes started ahead, the ceiling, a short script's runs and
-the patch's verification. Beneath it, where the machine allows, the whole process runs in a
-copy-on-write view of the filesystem (runner/jail.py); this layer is what remains where it
-does not, and it keeps the script's own outputs where the user can read them either way.
+the patch's verification. Each starts where the baseline did, in the user's own working
+directory with the script at its own path, so relative paths, ``__file__`` and ``sys.path``
+resolve exactly as under plain python; isolation works by path, never by moving the working
+directory. Beneath this layer, where the machine allows, the whole process runs in a
+copy-on-write view of the filesystem (runner/jail.py); this layer is what remains where it does
+not (many containers refuse user namespaces), and it keeps the script's own outputs where the
+user can read them either way.
 
 A mutating call on a path outside the run directory is turned onto
-``<run_dir>/outputs/<the path, made absolute>`` (see ``sandbox_hooks.install``): files opened
-for writing or appending (an append starts from a copy of the user's file), directories made,
-``torch.save``/``numpy.save`` targets, the destinations of renames, moves, copies, symbolic and
-hard links; a later read of such a path reads the redirected copy. A delete, a ``chmod`` or
-``utime`` of a user's file is not done (a second delete of it then fails as a real one would);
-a rename or move of one copies it. Each such path is noted once and listed in child.json
-``sandbox``.
+``<run_dir>/outputs/<the path, made absolute>`` (see ``sandbox_hooks.install``), whoever makes
+it: the user's code or an installed library (pandas' ``to_csv``, PIL's ``save``, TensorBoard's
+writer, Lightning's checkpoints all write the user's files through ``open``). Files opened for
+writing or appending (an append starts from a copy of the user's file), ``os.open`` with a
+writing flag, directories made, ``torch.save``/``numpy.save``/``safetensors`` targets, the
+destinations of renames, moves, copies, symbolic and hard links; a later read of such a path
+reads the redirected copy. A delete, a ``chmod`` or ``utime`` of a user's file is not done (a
+second delete of it then fails as a real one would); a rename or move of one copies it. Each
+such path is noted once and listed in child.json ``sandbox``.
 
 Let through: the run directory (advisor's outputs, the trace), /dev and /proc, directories the
-script made with ``tempfile`` in this process, and caches that an installed library writes for
-itself outside the user's project (torch.compile's kernels in ~/.triton or the temp
-directory: redirecting half of a library's files broke compilation). Whose write it is comes
-from the nearest caller outside the standard library: ``shutil.copy`` called by the user's
-code is the user's.
+script made with ``tempfile`` in this process, and the caches libraries keep for themselves
+(``library_caches``: torch.compile's kernels, CUDA's JIT cache, the Hugging Face and torch hub
+caches: redirecting half of a library's files broke compilation, since native code writes the
+other half where it was asked).
+
+``sources`` (the patch's verification): the user's files that read as other text in this
+process, the patched copies; the script and every module it imports from them are read from
+the copy under their own paths (``sandbox_hooks._install_sources``).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import stat
-import sys
-import sysconfig
 import threading
 
 _WRITE_CHARS = set("wax+")
 LIST_MAX = 200   # entries of child.json sandbox.redirected / absorbed
 
 
-@functools.lru_cache(maxsize=1)
-def _library_roots() -> tuple[str, ...]:
-    """Where installed code lives; asked on every redirected-path check, computed once."""
-    paths = sysconfig.get_paths()
-    roots = {paths.get("purelib"), paths.get("platlib"), sys.prefix, sys.base_prefix, sys.exec_prefix}
-    return tuple(os.path.realpath(r) for r in roots if r)
+def library_caches(existing: bool = False) -> list[str]:
+    """Caches that libraries fill for themselves, kept real in both sandbox layers: a kernel
+    compiled by one trial serves the next (torch.compile's Inductor and Triton caches, CUDA's JIT
+    cache), and a library whose native code writes part of its files (a Hugging Face datasets
+    cache's Arrow files) finds the rest where it put them. ``existing``: only those that exist
+    now (the copy-on-write layer binds directories; the Python layer judges paths)."""
+    import getpass
+    import tempfile
 
-
-@functools.lru_cache(maxsize=1)
-def _stdlib_roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(the standard library's directories, the installed packages' inside them)."""
-    paths = sysconfig.get_paths()
-    std = {os.path.realpath(p) for p in (paths.get("stdlib"), paths.get("platstdlib")) if p}
-    site = {os.path.realpath(p) for p in (paths.get("purelib"), paths.get("platlib")) if p}
-    return tuple(std), tuple(site)
-
-
-def _stdlib(filename: str) -> bool:
-    if filename.startswith("<frozen"):
-        return True
-    path = os.path.realpath(filename)
-    std, site = _stdlib_roots()
-    return _under(path, std) and not _under(path, site)
+    home = os.path.expanduser("~")
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    # Inductor keeps some of its caches (precompiled headers, locks) in its default directory
+    # even when TORCHINDUCTOR_CACHE_DIR names another
+    out = [*filter(None, [os.environ.get("TORCHINDUCTOR_CACHE_DIR")]),
+           os.path.join(tempfile.gettempdir(), f"torchinductor_{user}"),
+           *filter(None, [os.environ.get("TRITON_CACHE_DIR")]), os.path.join(home, ".triton"), os.path.join(home, ".nv"),
+           os.environ.get("HF_HOME") or os.path.join(cache, "huggingface"),
+           os.environ.get("TORCH_HOME") or os.path.join(cache, "torch")]
+    return [p for p in out if not existing or os.path.isdir(p)]
 
 
 def _under(path: str, dirs) -> bool:
@@ -84,13 +90,14 @@ def real(path, follow: bool = True) -> str | None:
 
 
 class Sandbox:
-    def __init__(self, run_dir: str, note, also_allowed: tuple[str, ...] = (), project: tuple[str, ...] = ()):
+    def __init__(self, run_dir: str, note, also_allowed: tuple[str, ...] = (), sources: dict | None = None):
         self.root = os.path.realpath(run_dir)
         self.out = os.path.join(self.root, "outputs")
-        self.own = [self.root, "/dev", "/proc", *(os.path.realpath(a) for a in also_allowed)]
-        self.project = [os.path.realpath(p) for p in project]
+        self.own = [self.root, "/dev", "/proc", *(os.path.realpath(a) for a in (*also_allowed, *library_caches()))]
         self.note = note
-        self.redirected: dict[str, str] = {}
+        # the patched copies read in place of the user's files (the verification), as if written here
+        self.sources = {os.path.realpath(k): os.path.realpath(v) for k, v in (sources or {}).items()}
+        self.redirected: dict[str, str] = dict(self.sources)
         self.deleted: set[str] = set()        # the user's files a delete left in place
         self.events: dict[tuple[str, str], dict] = {}
         self.fresh: set[str] = set()          # files the script made with tempfile.mkstemp
@@ -142,12 +149,10 @@ class Sandbox:
             raise FileNotFoundError(2, "No such file or directory (deleted in the sandbox)", os.fspath(path))
         return copy or path
 
-    def judge(self, path, force: bool = False, follow: bool = True) -> tuple[str | None, str | None]:
+    def judge(self, path, follow: bool = True) -> tuple[str | None, str | None]:
         """(the real path, where a change to it goes: None when it may go where asked)."""
         full = real(path, follow)
         if full is None or full in self.fresh or getattr(self.passing, "on", False) or _under(full, self.own):
-            return full, None
-        if not force and not _under(full, self.project) and self._called_from_library():
             return full, None
         return full, self.redirected.get(full) or os.path.join(self.out, full.lstrip(os.sep))
 
@@ -156,9 +161,9 @@ class Sandbox:
         dest = self.redirected.get(full)
         return dest if dest is not None and os.path.lexists(dest) else None
 
-    def target(self, path, force: bool = False, op: str = "write", follow: bool = True) -> str | None:
+    def target(self, path, op: str = "write", follow: bool = True) -> str | None:
         """Where a write to `path` really goes, or None when it may go where asked."""
-        full, dest = self.judge(path, force, follow)
+        full, dest = self.judge(path, follow)
         if dest is None:
             return None
         if full not in self.redirected:
@@ -177,20 +182,6 @@ class Sandbox:
         if (op, full) not in self.events:
             self.note(f"trial {op} of the user's {full} not done (sandbox)")
         self.record(op, full)
-
-    def _called_from_library(self) -> bool:
-        """Is the nearest caller outside this sandbox and the standard library an installed
-        package? The user's own code, in the project or beside it, is not (``shutil.copy`` or
-        ``pathlib`` called by the user's code is the user's)."""
-        frame = sys._getframe(1)
-        here = os.path.dirname(__file__)
-        while frame is not None and (os.path.dirname(frame.f_code.co_filename) == here
-                                     or _stdlib(frame.f_code.co_filename)):
-            frame = frame.f_back
-        if frame is None:
-            return False
-        path = os.path.realpath(frame.f_code.co_filename)
-        return _under(path, _library_roots()) and not _under(path, self.project)
 
     def install(self) -> None:
         from advisor.runner.sandbox_hooks import install
@@ -231,3 +222,16 @@ def absorbed_changes(layers: list[dict]) -> list[dict]:
                 out.append({"op": "delete" if whiteout else "write",
                             "path": os.path.join(target, os.path.relpath(p, upper))})
     return sorted(out, key=lambda e: e["path"])
+
+
+def enter_spawned(state_path: str) -> None:
+    """In a process multiprocessing spawned from a sandboxed one: the parent's sandbox, installed
+    before the child imports the script's main module (sandbox_hooks._install_spawned)."""
+    try:
+        with open(state_path, encoding="utf-8") as f:
+            state = json.load(f)
+    except (OSError, ValueError):
+        return
+    sb = Sandbox(state["run_dir"], lambda text: None, also_allowed=tuple(state.get("own") or ()),
+                 sources=state.get("sources"))
+    sb.install()

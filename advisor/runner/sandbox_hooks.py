@@ -37,6 +37,7 @@ def _copy_up(path, dest: str) -> None:
 
 
 def install(sb: Sandbox) -> None:
+    _install_sources(sb)
     _install_open(sb)
     _install_dirs(sb)
     _install_deletes(sb)
@@ -44,13 +45,16 @@ def install(sb: Sandbox) -> None:
     _install_links_and_attrs(sb)
     _install_tempfile(sb)
     _install_savers(sb)
+    _install_spawned(sb)
 
 
 def _install_open(sb: Sandbox) -> None:
     real_open = _keep("open", builtins.open)
 
     def open_(file, mode="r", *args, **kwargs):
-        if _WRITE_CHARS & set(str(mode)):
+        if kwargs.get("opener") is not None and isinstance(file, (str, os.PathLike)) and os.path.isdir(file):
+            pass   # a directory opened through an opener: tempfile.TemporaryFile's nameless file
+        elif _WRITE_CHARS & set(str(mode)):
             dest = sb.target(file)
             if dest is not None:
                 _make_parent(dest)
@@ -64,6 +68,26 @@ def _install_open(sb: Sandbox) -> None:
     builtins.open = open_
     io.open = open_
 
+    real_os_open = _keep("os.open", os.open)
+
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+
+    def os_open(path, flags, mode=0o777, *, dir_fd=None):
+        if tmpfile and flags & tmpfile == tmpfile:   # a nameless file (tempfile.TemporaryFile): nothing is written
+            return real_os_open(path, flags, mode, dir_fd=dir_fd)
+        if dir_fd is None and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND):
+            dest = sb.target(path)
+            if dest is not None:
+                _make_parent(dest)
+                if not flags & os.O_TRUNC:   # a write into the user's file starts from its text
+                    _copy_up(real(path), dest)
+                path = dest
+        elif dir_fd is None and (sb.redirected or sb.deleted):
+            path = sb.read_target(path)
+        return real_os_open(path, flags, mode, dir_fd=dir_fd)
+
+    os.open = os_open
+
     def path_open(self, mode="r", *args, **kwargs):
         return open_(self, mode, *args, **kwargs)
 
@@ -75,10 +99,22 @@ def _install_dirs(sb: Sandbox) -> None:
     real_path_mkdir = _keep("Path.mkdir", pathlib.Path.mkdir)
 
     def makedirs(name, *args, **kwargs):
+        if _real_dir(sb, name):   # nothing to make: exist_ok returns, else FileExistsError, as real
+            return real_makedirs(name, *args, **kwargs)
         dest = sb.target(name, op="mkdir")
-        return real_makedirs(dest if dest is not None else name, *args, **kwargs)
+        if dest is not None:
+            return real_makedirs(dest, *args, **kwargs)
+        # let through (a library's cache): its missing parents are made where asked too, not
+        # redirected one level at a time by os.makedirs' recursion into this hook
+        was, sb.passing.on = getattr(sb.passing, "on", False), True
+        try:
+            return real_makedirs(name, *args, **kwargs)
+        finally:
+            sb.passing.on = was
 
     def mkdir(path, *args, **kwargs):
+        if kwargs.get("dir_fd") is None and _real_dir(sb, path):
+            return real_mkdir(path, *args, **kwargs)   # FileExistsError, as real
         dest = sb.target(path, op="mkdir") if kwargs.get("dir_fd") is None else None
         if dest is None:
             return real_mkdir(path, *args, **kwargs)
@@ -86,12 +122,21 @@ def _install_dirs(sb: Sandbox) -> None:
         return real_mkdir(dest, *args, **kwargs)
 
     def path_mkdir(self, mode=0o777, parents=False, exist_ok=False):
+        if _real_dir(sb, self):
+            return real_path_mkdir(self, mode, parents, exist_ok)
         dest = sb.target(self, op="mkdir")
         if dest is None:
             return real_path_mkdir(self, mode, parents, exist_ok)
         real_makedirs(dest, exist_ok=True)
 
     os.makedirs, os.mkdir, pathlib.Path.mkdir = makedirs, mkdir, path_mkdir
+
+
+def _real_dir(sb: Sandbox, path) -> bool:
+    """A directory of the user's that exists (and was not deleted in the sandbox): making it
+    again changes nothing, and fails or not as it would for real."""
+    full = real(path)
+    return full is not None and full not in sb.deleted and full not in sb.redirected and os.path.isdir(full)
 
 
 def _delete(sb: Sandbox, path, op: str, real_fn, dir_fd=None) -> None:
@@ -256,12 +301,37 @@ def _install_links_and_attrs(sb: Sandbox) -> None:
     pathlib.Path.touch = touch
 
 
+def _install_sources(sb: Sandbox) -> None:
+    """The verification's patched files are imported under their own paths: the source and its
+    size and time are read from the patched copy (a cached bytecode of the user's text then no
+    longer matches, and the patched text is compiled)."""
+    if not sb.sources:
+        return
+    from importlib.machinery import SourceFileLoader
+
+    real_get_data = _keep("SourceFileLoader.get_data", SourceFileLoader.get_data)
+    real_stats = _keep("SourceFileLoader.path_stats", SourceFileLoader.path_stats)
+
+    def copy(path):
+        return sb.sources.get(os.path.realpath(path), path) if isinstance(path, str) else path
+
+    SourceFileLoader.get_data = lambda self, path: real_get_data(self, copy(path))
+    SourceFileLoader.path_stats = lambda self, path: real_stats(self, copy(path))
+    # runpy's run_path (a spawned worker's __main__) and bootstrap read the script through it
+    real_open_code = _keep("io.open_code", io.open_code)
+    io.open_code = lambda path: real_open_code(copy(path))
+
+
 def _install_tempfile(sb: Sandbox) -> None:
     """What the script makes with ``tempfile`` in this process is its own scratch space."""
     real_mkdtemp, real_inner = _keep("mkdtemp", tempfile.mkdtemp), _keep("_mkstemp_inner", tempfile._mkstemp_inner)
 
+    def named(dir) -> bool:
+        """A directory the caller named, not the temporary directory itself."""
+        return dir is not None and real(dir) != os.path.realpath(tempfile.gettempdir())
+
     def mkdtemp(suffix=None, prefix=None, dir=None):
-        dest = sb.target(dir, op="mkdir") if dir is not None else None
+        dest = sb.target(dir, op="mkdir") if named(dir) else None
         if dest is not None:   # asked for inside the user's tree: made in the redirected copy
             REAL["makedirs"](dest, exist_ok=True)
             dir = dest
@@ -273,20 +343,80 @@ def _install_tempfile(sb: Sandbox) -> None:
         sb.allow(path)
         return path
 
-    def mkstemp_inner(*args, **kwargs):
-        fd, path = real_inner(*args, **kwargs)
+    def mkstemp_inner(dir, *args, **kwargs):
+        dest = sb.target(dir, op="mkdir") if named(dir) else None
+        if dest is not None:   # asked for inside the user's tree: made in the redirected copy
+            REAL["makedirs"](dest, exist_ok=True)
+            dir = dest
+        sb.passing.on = True   # its os.open makes a fresh file of its own
+        try:
+            fd, path = real_inner(dir, *args, **kwargs)
+        finally:
+            sb.passing.on = False
         sb.fresh.add(os.path.realpath(path))
         return fd, path
 
     tempfile.mkdtemp, tempfile._mkstemp_inner = mkdtemp, mkstemp_inner
 
 
+def _saver(sb: Sandbox, real_fn, at: int = 0):
+    """A saver whose target path (its ``at``-th argument) is redirected: native code writes it,
+    past the ``open`` hook."""
+    def save_to(*args, **kwargs):
+        if len(args) > at:
+            args = (*args[:at], _save_path(sb, args[at]), *args[at + 1:])
+        elif "filename" in kwargs:
+            kwargs["filename"] = _save_path(sb, kwargs["filename"])
+        return real_fn(*args, **kwargs)
+
+    return save_to
+
+
+def _save_path(sb: Sandbox, f):
+    if isinstance(f, (str, bytes, os.PathLike)):
+        dest = sb.target(f)
+        if dest is not None:
+            _make_parent(dest)
+            return dest
+    return f
+
+
+SPAWNED = "sandbox-spawned.json"   # in the run directory: what a spawned child's sandbox needs
+
+
+def _install_spawned(sb: Sandbox) -> None:
+    """A process multiprocessing starts with ``spawn`` (or its forkserver) is a fresh interpreter:
+    a DataLoader with ``multiprocessing_context="spawn"``, a script's own worker pool. Its command
+    line is turned so that the same sandbox (and the verification's patched sources) is installed
+    before it runs anything of the script's (sandbox.enter_spawned)."""
+    import json
+    import multiprocessing.spawn as spawn
+
+    state = os.path.join(sb.root, SPAWNED)
+    try:
+        with REAL["open"](state, "w", encoding="utf-8") as f:
+            json.dump({"run_dir": sb.root, "own": sb.own, "sources": sb.sources}, f)
+    except OSError:
+        return
+    real_cmd = _keep("multiprocessing.spawn.get_command_line", spawn.get_command_line)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+    def get_command_line(**kwds):
+        cmd = list(real_cmd(**kwds))
+        if "-c" in cmd:
+            i = cmd.index("-c") + 1
+            cmd[i] = (f"import sys; sys.path.insert(0, {root!r}); from advisor.runner.sandbox import enter_spawned; "
+                      f"sys.path.remove({root!r}); enter_spawned({state!r}); {cmd[i]}")
+        return cmd
+
+    spawn.get_command_line = get_command_line
+
+
 def _forced_saver(sb: Sandbox, real_fn):
-    """A saver whose target is redirected whoever calls it (a checkpoint written through a
-    library is still the user's file)."""
+    """A saver whose target (its first argument) is redirected."""
     def save_to(f, *args, **kwargs):
         if isinstance(f, (str, bytes, os.PathLike)):
-            dest = sb.target(f, force=True)
+            dest = sb.target(f)
             if dest is not None:
                 _make_parent(dest)
                 f = dest
@@ -310,3 +440,23 @@ def _install_savers(sb: Sandbox) -> None:
         return
     for name in ("save", "savez", "savez_compressed", "savetxt"):
         setattr(np, name, _forced_saver(sb, _keep(f"numpy.{name}", getattr(np, name))))
+    _install_safetensors(sb)
+
+
+def _install_safetensors(sb: Sandbox) -> None:
+    """safetensors writes its files from Rust: ``save_file(tensors, filename)`` is turned here
+    (Hugging Face's save_pretrained and Lightning call it). Only where it is installed; imported
+    now, before the script, so that the script's ``from safetensors.torch import save_file``
+    takes the turned one."""
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("safetensors") is None:
+        return
+    for mod_name in ("safetensors.torch", "safetensors.numpy"):
+        try:
+            mod = importlib.import_module(mod_name)
+        except Exception:   # noqa: BLE001 - a broken install is the script's to meet
+            continue
+        if hasattr(mod, "save_file"):
+            mod.save_file = _saver(sb, _keep(f"{mod_name}.save_file", mod.save_file), at=1)

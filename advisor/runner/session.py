@@ -22,6 +22,13 @@ def active() -> bool:
     return _SESSION is not None
 
 
+def source_of(path: str) -> str:
+    """Where the text of the user's file `path` is read in this process: the patched copy the
+    verification reads in its place (spec ``sources``, runner/sandbox.py), else the file."""
+    sb = getattr(_SESSION, "sandbox", None)
+    return (sb.sources.get(os.path.realpath(path)) or path) if sb is not None else path
+
+
 def install(spec: dict):
     """Install hooks and observers for `spec` (see docs/internals.md §1) and return the Controller.
     The caller runs the script, then calls ``controller.finish(exc)``."""
@@ -66,11 +73,9 @@ def install(spec: dict):
     if spec.get("sandbox_writes"):
         from advisor.runner.sandbox import Sandbox
 
-        # project_dirs: the user's own tree behind a patched copy (advisor.verify's overlay)
-        project = (ctl.run.cwd, os.path.dirname(os.path.abspath(spec["script"])), *(spec.get("project_dirs") or ()))
-        # the whole run directory is advisor's: the trace's tb/, the mirrors of the user's tree
+        # the whole run directory is advisor's: the trace's tb/, the patched copies
         own = (os.path.dirname(ctl.run.tb_dir), *([spec["sandbox_root"]] if spec.get("sandbox_root") else []))
-        ctl.sandbox = Sandbox(ctl.run.dir, ctl.note, also_allowed=own, project=project)
+        ctl.sandbox = Sandbox(ctl.run.dir, ctl.note, also_allowed=own, sources=spec.get("sources"))
         ctl.sandbox.install()
     _dump_stacks_on_request(ctl)
     _SESSION = ctl
