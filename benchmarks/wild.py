@@ -70,6 +70,7 @@ class Entry:
     cpu_env: dict = field(default_factory=dict)
     cpu_skip: str | None = None
     gpu_pick: bool = False
+    requires: list[str] = field(default_factory=list)   # modules beyond torch and torchvision
     license: str = ""
     notes: str = ""
 
@@ -299,6 +300,9 @@ def run_entry(entry: Entry, device: str, budget_s: float, plain_s: float, nice: 
             "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds")}
     if command is None:
         return {**base, "completed": False, "skipped": entry.cpu_skip or f"no {device} command"}
+    missing = [m for m in entry.requires if _missing(m)]
+    if missing:
+        return {**base, "completed": False, "skipped": f"needs {', '.join(missing)} (not installed)"}
     logs = runs / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     try:

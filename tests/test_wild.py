@@ -162,3 +162,7 @@ def test_a_script_that_fails_as_plain_python_is_recorded_not_analyzed(tmp_path, 
     ok = wild.Entry(name="ok", repo="o/r", commit="b" * 40, paths=["sub"], cwd="sub", readme="", cpu=None, gpu="python t.py",
                     cpu_skip="hard-codes cuda")
     assert wild.run_entry(ok, "cpu", 60, 30, 0, tmp_path / "runs", fast=False)["skipped"] == "hard-codes cuda"
+    needs = wild.Entry(name="needs", repo="o/r", commit="b" * 40, paths=["sub"], cwd="sub", readme="", cpu="python train.py",
+                       gpu="python train.py", requires=["no_such_module_here"])
+    assert wild.run_entry(needs, "cpu", 60, 30, 0, tmp_path / "runs", fast=False)["skipped"] == \
+        "needs no_such_module_here (not installed)"
