@@ -17,11 +17,37 @@ from advisor.runner import ranks
 _POLL_S = 0.1
 
 
+# When each process group advisor stopped (SIGSTOP) was stopped and continued, in wall time:
+# the stops are no part of its lead-in (runner/startup.py), and only advisor knows of them.
+_stops: dict[int, list[list[float]]] = {}
+_stops_lock = threading.Lock()
+
+
 def kill_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError, OSError):
-        pass
+        return
+    if sig in (signal.SIGSTOP, signal.SIGCONT):
+        _note_stop(pgid, sig == signal.SIGSTOP)
+
+
+def _note_stop(pgid: int, stopped: bool) -> None:
+    now = round(time.time(), 3)
+    with _stops_lock:
+        spans = _stops.setdefault(pgid, [])
+        if stopped and not (spans and spans[-1][1] is None):
+            spans.append([now, None])
+        elif not stopped and spans and spans[-1][1] is None:
+            spans[-1][1] = now
+
+
+def stops_of(pgid: int | None) -> list[list[float]]:
+    """The [stopped, continued] spans of the process group, taken (a group's id is a pid, which
+    a later process may get); a stop not yet continued ends now."""
+    with _stops_lock:
+        spans = _stops.pop(pgid, []) if pgid else []
+    return [[a, round(time.time(), 3) if b is None else b] for a, b in spans]
 
 
 def _interrupt(proc, pgid: int, spec: dict) -> None:
