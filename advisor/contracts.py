@@ -176,7 +176,7 @@ class RunDocument(TypedDict, total=False):
     status: str                    # RUN_STATUSES
     incomplete_reasons: list[str]
     interrupted_during: str        # INTERRUPTED_DURING, with status "interrupted": the baseline, or after it
-    sandbox: dict[str, Any]        # kind ("overlay" | "python"), why, processes: {name: {redirected, absorbed}}
+    sandbox: dict[str, Any]        # kind ("overlay" | "python"), why, processes: {name: {redirected, absorbed, unredirected}}
     measurement: dict[str, Any]    # the timed window: step_time_ms, samples_per_s, batch_size, ...
     analysis: dict[str, Any] | None  # the profiled steps (advisor.metrics.analyze)
     config: dict[str, Any]         # what the runner observed, each entry {"value", "where"}

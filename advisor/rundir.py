@@ -114,7 +114,7 @@ def sandbox_summary(run_dir: Path) -> dict | None:
         kinds.add(str(sb.get("kind")))
         why = why or sb.get("why")
         name = str(child.parent.relative_to(run_dir))
-        procs[name] = {k: sb.get(k) for k in ("redirected", "absorbed") if sb.get(k)}
+        procs[name] = {k: sb.get(k) for k in ("redirected", "absorbed", "unredirected") if sb.get(k)}
     if not procs:
         return None
     out = {"kind": kinds.pop() if len(kinds) == 1 else "mixed", "processes": procs}

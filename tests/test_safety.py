@@ -126,5 +126,6 @@ def test_nothing_but_the_baseline_changes_the_users_files(tmp_path, sandbox):
         assert ("write", str(home / "shell.log")) in absorbed
     if sandbox == "python":
         assert "Invalid argument" in repeat["sandbox"]["why"]
+        assert not repeat["sandbox"].get("unredirected"), "every change went through the hooks"
     # a trial runs in the user's own directory; its relative writes land in its run directory
     assert (out / "trials" / "00-baseline-repeat" / "outputs" / str(proj.resolve()).lstrip("/") / "log.txt").is_file()

@@ -169,3 +169,27 @@ def test_a_spawned_workers_writes_are_redirected_and_it_reads_the_patched_source
     assert sorted(p.name for p in proj.iterdir()) == ["train.py"]
     outputs = run / "outputs" / str(proj.resolve()).lstrip("/")
     assert list(outputs.glob("cache-patched-*.txt")) and not list(outputs.glob("cache-original-*"))
+
+
+def test_with_the_hooks_alone_a_write_past_them_is_listed(tmp_path, capfd):
+    """Native code and subprocesses write past the Python hooks: with no copy-on-write view, what
+    changed in the user's tree while the process ran is listed (child.json sandbox.unredirected)."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "untouched.txt").write_text("old")
+    script = write(proj / "train.py", """
+        import subprocess, torch
+        subprocess.run(["sh", "-c", "echo native > native.txt"], check=True)   # past the hooks
+        with open("python.txt", "w") as f:                                   # redirected
+            f.write("python")
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(100):
+            model(torch.randn(4, 2)).sum().backward()
+            opt.step(); opt.zero_grad()
+    """)
+    res = run_child(_trial(script, proj, tmp_path, profile_steps=0), timeout=120, step_timeout=60)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert res["sandbox"]["kind"] == "python"
+    assert res["sandbox"]["unredirected"] == [str((proj / "native.txt").resolve())]
+    assert not (proj / "python.txt").exists()

@@ -221,11 +221,14 @@ def sandbox_line(sb) -> str | None:
     procs = [p for p in sb["processes"].values() if isinstance(p, dict)]
     turned = sum(len(p.get("redirected") or []) for p in procs)
     absorbed = sum(len(p.get("absorbed") or []) for p in procs)
+    escaped = sorted({f for p in procs for f in p.get("unredirected") or []})
     kind = ("a copy-on-write view of the filesystem" if sb.get("kind") == "overlay"
             else f"advisor's Python hooks alone ({sb.get('why') or 'no copy-on-write view here'})")
+    past = (f"; {len(escaped)} of your files changed past the hooks (native code or a subprocess): "
+            + ", ".join(escaped[:3]) + (", ..." if len(escaped) > 3 else "")) if escaped else ""
     return (f"your files: {len(procs)} processes after the baseline ran in {kind}; {turned} of their changes "
             f"were redirected or left undone" + (f", {absorbed} absorbed by the view" if sb.get("kind") == "overlay" else "")
-            + " (run.json sandbox)")
+            + past + " (run.json sandbox)")
 
 
 def verification_line(v: dict) -> str:

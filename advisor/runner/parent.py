@@ -11,7 +11,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from advisor.runner import ranks
+from advisor.runner import escapes, ranks
 from advisor.runner._util import PARENT_ENV, read_json, write_json_atomic
 from advisor.runner.follow import Progress, Signals, Stop, follow, stops_of
 from advisor.runner.output import open_output, output_path, tail_reason
@@ -187,6 +187,8 @@ def run_child(spec: dict, *, timeout: float, step_timeout: float, on_progress=No
             result["startup"]["ahead_spawned"] = round(held.spawned, 3)
     if ranks.nproc(spec) > 1:
         result["ranks"] = ranks.collect(spec, result)
+    # with the hooks alone: what changed in the user's tree meanwhile, past them (native code)
+    escapes.note_escapes(result, spec, held.spawned if started_held else spawned)
     reasons = _reasons(result, total, stop.reason, stop.interrupted, missing)
     if reasons and not stop.interrupted:  # its output went to a file: what it said last, with the reasons
         reasons += tail_reason(spec)
