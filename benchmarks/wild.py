@@ -363,7 +363,8 @@ def read_run(run_dir: Path) -> dict:
         return {"completed": False, "run_json": False}
     trials = doc.get("trials") or []
     repeat = next((t for t in trials if t.get("name") == "00-baseline-repeat"), None)
-    tried = [t for t in trials if t.get("fix") != "baseline (repeat)" and t.get("status") != "not run"]
+    tried = [t for t in trials if t.get("fix") != "baseline (repeat)" and t.get("status") != "not run"
+             and not str(t.get("name")).startswith("ceiling")]   # the data-free ceiling is a measurement, not a fix
     failed = [t for t in tried if t.get("status") in FAILED]
     kept = [t["name"] for t in trials if t.get("status") == "accepted" and not t.get("apart")]
     patch = doc.get("patch") or {}
