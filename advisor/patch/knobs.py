@@ -155,8 +155,47 @@ def _inherited(ctx: PatchContext, path: str, lines: list[str], words: set[str], 
 
 
 def yaml_key(ctx: PatchContext, key: str, new: str, observed, what: str):
-    """``key: new`` in the YAML the run read (see _yaml); None where no one line holds it."""
-    return _yaml(ctx, key, new, observed, what)
+    """``key: new`` in the YAML the run read (see _yaml); a dotted key (``data.num_workers``,
+    an OmegaConf config's full key) is the line at that path, wherever the leaf's name recurs.
+    None where no one line holds it."""
+    if "." in key:
+        found = _yaml_path(ctx, key, new, what)
+        if found is not None:
+            return found
+    return _yaml(ctx, key.rsplit(".", 1)[-1], new, observed, what)
+
+
+_KEY_LINE = re.compile(r"^(\s*)([A-Za-z_][\w-]*)\s*:\s*([^#\n]*?)\s*(#.*)?$")
+
+
+def _yaml_path(ctx: PatchContext, dotted: str, new: str, what: str):
+    """The one ``leaf: value`` line at the nested path ``dotted`` (``data:`` then, indented,
+    ``num_workers: 1``) in the YAML files the run read (else the command line names)."""
+    hits = []
+    for path in _opened_yaml(ctx) or _argv_yaml(ctx):
+        try:
+            lines = open(path, encoding="utf-8").read().splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        stack: list[tuple[int, str]] = []     # (indent, key) of the mappings around the line
+        for n, line in enumerate(lines, 1):
+            m = _KEY_LINE.match(line)
+            if not m:
+                continue
+            indent = len(m.group(1))
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            here = ".".join([k for _, k in stack] + [m.group(2)])
+            if here == dotted and m.group(3):
+                hits.append((path, n, m))
+            stack.append((indent, m.group(2)))
+    if len(hits) != 1:
+        return None
+    path, n, m = hits[0]
+    value = _yaml_value(new, m.group(3).strip())
+    ctx.text_edit(path, n, f"{m.group(1)}{m.group(2)}: {value}" + (f"  {m.group(4)}" if m.group(4) else ""))
+    rel = os.path.relpath(path, ctx.root)
+    return [f"{what}: {m.group(2)}: {value} in {rel}:{n} ({dotted})"], {"source": [f"{rel}:{dotted}"]}
 
 
 def _yaml(ctx: PatchContext, key: str, new: str, observed, what: str):

@@ -47,12 +47,17 @@ def _unquote(new: str) -> str:
     return new[1:-1] if new[:1] in ("'", '"') and new[-1:] == new[:1] else new
 
 
-def _hops(chain: list[dict]) -> list[str]:
-    """The chain's places as run.json's ``source`` lists them: the call's argument first."""
+def _hops(ctx: PatchContext, chain: list[dict]) -> list[str]:
+    """The chain's places as run.json's ``source`` lists them (paths as the patch's, relative
+    to its root; a library's as the run gave them): the call's argument first."""
     out: list[str] = []
     for link in chain[:-1]:
         where = link.get("where")
-        if link.get("kind") in _HOPS and where and (not out or out[-1] != where):
+        if link.get("kind") not in _HOPS or not where:
+            continue
+        got = None if link.get("lib") else _file(ctx, where)
+        where = location(got[0], got[1]) if got else where
+        if not out or out[-1] != where:
             out.append(where)
     return out
 
@@ -82,7 +87,7 @@ def follow(ctx: PatchContext, chain: list[dict] | None, new: str, what: str,
     if got is None:
         return None
     done, fields = got
-    hops = _hops(chain)
+    hops = _hops(ctx, chain)
     tail = fields.get("source") or []
     fields["source"] = hops + [s for s in tail if not hops or s != hops[-1]]
     fields["followed"] = "run time"
@@ -110,7 +115,8 @@ def _option(ctx: PatchContext, end: dict, new: str, what: str) -> tuple[list[str
         flag, old = end.get("flag"), end.get("value")
         if not flag or old is None or not _in_argv(ctx, flag, old):
             return None
-        return options._on_command_line((flag, old), value, what)
+        done, fields = options._on_command_line((flag, old), value, what)
+        return done, {**fields, "source": [f"argv:{_long(end)}"]}    # the option's name, not the prefix typed
     flag = _long(end)
     default = end.get("default")
     return ([f"{what}: pass {flag} {value} (the command line did not give it; its default is {default!r})"],
@@ -161,7 +167,7 @@ def _config(ctx: PatchContext, end: dict, new: str, what: str, observed) -> tupl
     if end.get("cli") == "hydra":
         return ([f"{what}: pass {key}={value} (a Hydra override; the command line did not give one)"],
                 {"argv_changes": [{"flag": key, "from": None, "to": value}], "source": [f"argv:{key}"]})
-    return knobs.yaml_key(ctx, leaf or key.rsplit(".", 1)[-1], new, observed, what)
+    return knobs.yaml_key(ctx, key or leaf, new, observed, what)
 
 
 # ----------------------------------------------------------------------------- code

@@ -173,6 +173,11 @@ class CliSeen:
                 hits.append(o)
         return hits[0] if len(hits) == 1 else None
 
+    def by_dest(self, dest: str) -> Option | None:
+        """The one option of this run whose destination is ``dest``."""
+        hits = [p.options[dest] for p in self.parsers if dest in p.options]
+        return hits[0] if len(hits) == 1 else None
+
     def all_options(self) -> list[dict]:
         return [o.as_dict() for p in self.parsers for o in p.options.values()]
 

@@ -508,6 +508,15 @@ class Walker:
                 return self._partial(bound.scope, bound.call, key, links)
             links.append({"kind": "unknown", "why": f"**{node.id}: its caller's {key} not found"})
             return
+        if isinstance(node, ast.Name) and scope.frame is not None and not isinstance(scope.fn, ast.Module):
+            co = scope.frame.f_code
+            if node.id in co.co_varnames[:co.co_argcount + co.co_kwonlyargcount] and \
+                    not sa.assignments(scope.fn, node.id, before=node.lineno):
+                bound = self._caller(scope, node.id)   # a dict passed in: the caller's dict
+                if bound.kind == "arg":
+                    links.append(self._link("param", scope, None, line=scope.fn.lineno, name=node.id))
+                    links.append(self._link("arg", bound.scope, bound.node, param=node.id))
+                    return self._key(bound.scope.at(bound.node.lineno), bound.node, key, links, depth + 1)
         if isinstance(node, ast.Name):
             write = self._dict_write(scope, node.id, key, node.lineno)
             if write is not None:
@@ -575,7 +584,11 @@ class Walker:
         try:
             obj = peek(node.value, scope)
         except Unknown:
-            links.append(self._link("static", scope, node))
+            # `parser.parse_args().workers`: a namespace no name holds, the option by its name
+            opt = self.cli.by_dest(key) if self.cli is not None and isinstance(node, ast.Attribute) and \
+                isinstance(node.value, ast.Call) and _last_name(node.value.func) in ("parse_args", "parse_known_args") \
+                else None
+            links.append(self._option_link(scope, node, opt) if opt is not None else self._link("static", scope, node))
             return
         if isinstance(obj, argparse.Namespace):
             return self._option(scope, node, obj, key, links)

@@ -1,0 +1,57 @@
+"""Run a script as python would (``python HARNESS OUT.json script.py args...``), with each
+DataLoader's arguments followed up the live stack by the runner's own pieces (the Observer's
+_follow_call: advisor.runtime.provenance's Walker, cli_seen's argparse record), and write the
+loaders' config entries ({"value", "where", "provenance"}) and the options the run parsed to
+OUT.json, as the child's config holds them. The layouts' tests (tests/test_provenance.py) feed
+them to make_patch; a whole analyze runs the real runner (test_cloud_trainer_end_to_end)."""
+
+import functools
+import json
+import os
+import runpy
+import sys
+
+import torch
+from torch.utils.data import DataLoader
+
+from advisor.runner._util import Patcher
+from advisor.runner.observe import _LOADER_ARGS
+from advisor.runtime import provenance
+from advisor.runtime import source_ast
+from advisor.runtime.cli_seen import CliSeen
+from advisor.runtime.sites import ADVISOR_DIR, SiteFinder
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+
+
+def main() -> None:
+    out_path, script, *args = sys.argv[1:]
+    sites = SiteFinder(os.getcwd(), extra_skip=(TORCH_DIR,))
+    cli = CliSeen(sites)
+    patches = Patcher()
+    cli.install(patches)
+    walker = provenance.Walker(sites, cli)
+    loaders: list[dict] = []
+    orig = DataLoader.__init__
+
+    @functools.wraps(orig)
+    def init(self, *a, **k):
+        orig(self, *a, **k)
+        frame = provenance.outside(sys._getframe(1), (ADVISOR_DIR, TORCH_DIR, HERE))
+        call = source_ast.current_call(frame)
+        loaders.append({"value": {"num_workers": self.num_workers, "batch_size": self.batch_size},
+                        "where": sites.where(frame), "provenance": walker.at_call(frame, call, _LOADER_ARGS)})
+
+    DataLoader.__init__ = init
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    finally:
+        with open(out_path, "w") as fh:
+            json.dump({"loaders": loaders, "cli_options": cli.all_options()}, fh)
+
+
+if __name__ == "__main__":
+    main()
