@@ -42,30 +42,90 @@ def mean_step_ms(runs: list[dict]) -> float | None:
 def warmup_cost_s(child: dict) -> float | None:
     """Seconds the untimed steps after the first took beyond the steady step: compilation,
     CUDA graph recording, cuDNN autotuning. The first step is left out (it also holds the
-    script's own start-up: imports, data, model)."""
+    script's own start-up: imports, data, model). Each step's own time, as in lead_in_s: a stop
+    advisor made during it and its main thread's wait for a core are taken out."""
     steady = step_ms(child)
-    warm = [t for t in (child.get("warmup_step_times_ms") or [])[1:] if t is not None]
-    if steady is None or not warm:
+    warm = child.get("warmup_step_times_ms") or []
+    if steady is None or len(warm) < 2:
         return None
-    return sum(max(0.0, t - steady) for t in warm) / 1e3
+    at = child.get("startup") or {}
+    ends, waits = child.get("warmup_step_ends"), child.get("warmup_step_cpu_wait")
+    ends = ends if isinstance(ends, list) and len(ends) == len(warm) else None
+    waits = waits if isinstance(waits, list) and len(waits) == len(warm) else None
+    stops = _spans(at.get("stopped"))
+    cost = 0.0
+    for i, t in enumerate(warm[1:], 1):
+        if t is None:
+            continue
+        own = t
+        if ends is not None:
+            own -= _covered(stops, ends[i - 1], ends[i]) * 1e3
+        if waits is not None:
+            own -= max(0.0, waits[i] - waits[i - 1]) * 1e3
+        cost += max(0.0, own - steady)
+    return cost / 1e3
 
 
 def lead_in_s(child: dict) -> float | None:
     """Seconds of work from the script's first line to its steady step: the start-up to the end
     of its first step (set-up, data, model; a preload, a precompute, the workers' start), less
     one steady step, plus what the later warm-up steps took beyond it (compilation, CUDA graph
-    recording, autotuning). A process held at its first CUDA use (started ahead) does not count
-    its wait. None where the run noted no start-up."""
+    recording, autotuning). None where the run noted no start-up.
+
+    The same quantity in every process, however it started (runner/startup.py): from the
+    script's first line (python and torch imported before it, cold or ahead alike), less the
+    waits that are not the script's work, where the process noted them: its holds (a process
+    started on a guess waits at its first CUDA use, or before its last warm-up steps), the
+    stops advisor made (SIGSTOP: a process started ahead while another trial's steps are timed)
+    and the time its main thread waited, runnable, for a core (a process started ahead runs
+    niced beside the trial being timed; spares start beside each trial)."""
     at = child.get("startup") or {}
     script, first = at.get("script"), at.get("first_step")
     steady = step_ms(child)
     if not all(isinstance(x, (int, float)) for x in (script, first)) or steady is None:
         return None
-    work = first - script
+    out = _covered(_spans(_holds(at), at.get("stopped")), script, first) + _cpu_wait(at, "script", "first_step")
+    work = first - script - out
+    return max(0.0, work - steady / 1e3 + samples_cache_s(child) + compile_cache_s(child)) \
+        + (warmup_cost_s(child) or 0.0)
+
+
+def _holds(at: dict) -> list:
+    """The holds' [start, end]; a run recorded before they were noted has its one hold as
+    held-released (a process held twice noted its second hold there alone)."""
+    holds = at.get("holds")
+    if isinstance(holds, list):
+        return holds
     held, released = at.get("held"), at.get("released")
     if isinstance(held, (int, float)) and isinstance(released, (int, float)) and released >= held:
-        work -= released - held
-    return max(0.0, work - steady / 1e3 + samples_cache_s(child) + compile_cache_s(child)) + (warmup_cost_s(child) or 0.0)
+        return [[held, released]]
+    return []
+
+
+def _spans(*lists) -> list[tuple[float, float]]:
+    """The [start, end] pairs of the lists, merged where they overlap, in order."""
+    pairs = sorted((float(s[0]), float(s[1])) for spans in lists for s in spans or []
+                   if isinstance(s, (list, tuple)) and len(s) == 2
+                   and all(isinstance(x, (int, float)) for x in s) and s[1] > s[0])
+    out: list[tuple[float, float]] = []
+    for a, b in pairs:
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _covered(spans: list[tuple[float, float]], start: float, end: float) -> float:
+    """Seconds of [start, end] inside the (merged) spans."""
+    return sum(max(0.0, min(b, end) - max(a, start)) for a, b in spans)
+
+
+def _cpu_wait(at: dict, since: str, until: str) -> float:
+    """Seconds the main thread waited for a core between two milestones (0 where not noted)."""
+    waits = at.get("cpu_wait") or {}
+    a, b = waits.get(since), waits.get(until)
+    return max(0.0, b - a) if isinstance(a, (int, float)) and isinstance(b, (int, float)) else 0.0
 
 
 def samples_cache_s(child: dict) -> float:

@@ -29,14 +29,22 @@ def run_length(child: dict, run_steps: int | None = None) -> dict | None:
 
 def loader_epochs(child: dict) -> dict | None:
     """len(loader) × the epochs of the loop around the training loop (runner.epochs), in
-    optimizer steps (a step that accumulates gradients takes several batches)."""
+    optimizer steps (a step that accumulates gradients takes several batches); "at_most" where a
+    ``break`` may end the loop sooner."""
     loop = ((child.get("config") or {}).get("epochs") or {})
-    epochs, per_epoch = (loop.get("value") or {}).get("epochs"), child.get("batches_per_epoch")
+    value = loop.get("value") or {}
+    epochs, per_epoch = value.get("epochs"), child.get("batches_per_epoch")
     if not epochs or not per_epoch:
         return None
     steps = epochs * per_epoch // measure.micro_batches(child)
-    return {"steps": steps, "source": f"len(loader) {per_epoch} × {epochs} epochs "
-                                      f"({(loop.get('value') or {}).get('expr')} at {loop.get('where')})"} if steps else None
+    if not steps:
+        return None
+    # a loop that may break sooner (a step count reached): this is the most it can run, which a
+    # one-off cost it does not pay back still is not paid back in
+    at_most = bool(value.get("at_most"))
+    source = (f"{'at most ' if at_most else ''}len(loader) {per_epoch} × {epochs} epochs "
+              f"({value.get('expr')} at {loop.get('where')})")
+    return {"steps": steps, "source": source, **({"at_most": True} if at_most else {})}
 
 
 def framework_steps(child: dict) -> dict | None:
@@ -57,24 +65,51 @@ def kept_records(trials: list[dict], stack: list[dict]) -> list[dict]:
     return sorted(last.values(), key=trials.index)
 
 
-def unpaid(records: list[dict], length: dict | None) -> dict[str, str]:
-    """{fix: why it is left out} for the kept fixes whose own one-off cost (beyond the stack before
-    it) is more than what they save over the run. Without a known length, none."""
-    if not length:
-        return {}
-    out: dict[str, str] = {}
+def shares(records: list[dict], length: dict | None) -> list[dict]:
+    """Each kept fix's own share of the stack's figures (its record against the last kept record
+    before it) and whether the run pays it back: {"fix", "one_off_s", "saved_per_step_s",
+    "break_even_steps", "noise_s", "within_noise", "paid"}. ``paid`` is None without a known
+    length; False only where the one-off, less the lead-in's noise its record carries
+    (``one_off_noise_s``, advisor.costs), is still more than it saves over the run: a one-off
+    the noise could hold is not a reason to leave a fix out. ``within_noise``: the one-off is
+    within the noise, or its break-even passes the run's length only within it. A fix left out
+    leaves the stack's figures where they were: the next is judged on the record before it."""
+    out: list[dict] = []
     prev_cost, prev_saved = 0.0, 0.0
     for rec in records:
         cost, saved = rec.get("one_off_s"), rec.get("saved_per_step_s")
         if cost is None or saved is None:
             continue
         own_cost, own_saved = cost - prev_cost, saved - prev_saved
-        if own_cost > 0 and own_cost > own_saved * length["steps"]:
-            out[rec["fix"]] = (f"its one-off cost ({own_cost:.1f} s) is not paid back within the run's "
-                               f"{length['steps']} steps ({length['source']}): it saves "
-                               f"{own_saved * 1e3:.1f} ms a step")
-        else:
+        noise = float(rec.get("one_off_noise_s") or 0.0)
+        steps = length["steps"] if length else None
+        beyond = own_cost > noise
+        paid = None if steps is None else not (beyond and own_cost - noise > own_saved * steps)
+        even = measure.break_even_steps(own_cost if beyond else 0.0, own_saved)
+        out.append({"fix": rec["fix"], "one_off_s": round(own_cost, 2), "saved_per_step_s": round(own_saved, 6),
+                    "break_even_steps": even, "noise_s": round(noise, 2),
+                    "within_noise": not beyond or bool(paid and steps is not None and (even is None or even > steps)),
+                    "paid": paid})
+        if paid is not False:
             prev_cost, prev_saved = cost, saved
+    return out
+
+
+def unpaid(records: list[dict], length: dict | None) -> dict[str, str]:
+    """{fix: why it is left out} for the kept fixes whose own one-off cost (beyond the stack before
+    it) is more than what they save over the run, the lead-in's noise given to the fix
+    (shares). Without a known length, none."""
+    if not length:
+        return {}
+    out: dict[str, str] = {}
+    for share in shares(records, length):
+        if share["paid"] is False:
+            cost, saved, noise = share["one_off_s"], share["saved_per_step_s"], share["noise_s"]
+            out[share["fix"]] = (f"its one-off cost ({cost:.1f} s) is not paid back within the run's "
+                                 f"{length['steps']} steps ({length['source']}): it saves "
+                                 f"{saved * 1e3:.1f} ms a step" + (
+                                     f", {saved * length['steps']:.1f} s over the run, under its one-off less "
+                                     f"the lead-in's noise ({noise:.1f} s)" if noise else ""))
     return out
 
 

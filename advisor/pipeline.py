@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor import headroom, measure, payback, results, rundir, specs
+from advisor import costs, headroom, measure, payback, results, rundir, specs
 from advisor.contracts import RunDocument
 from advisor.specs import AnalyzeOptions
 
@@ -222,6 +222,7 @@ class Analyze:
         doc["trial_summary"].update(compile_summary(doc["trials"], child))
         doc["trial_summary"]["gpus"] = result.get("gpus") or {"gpus": where["gpus"], "why_one": where["why_one"]}
         doc["trial_summary"].update({k: result[k] for k in ("unsettled", "settled", "stopped_early") if result.get(k)})
+        costs.settle(doc, child)   # one-offs against the lead-in's noise, rates against the ceiling
         if result["stack"] and not beside.started:
             self._patch_kept(opts, doc, child, result, doc.get("run_length"))
         pressed = self.ctrl_c.pressed()  # asked first: a second press stops here at once
@@ -261,6 +262,7 @@ class Analyze:
         back (advisor.payback, where the run's length is known), and its verification. --apply's
         fixes were measured in every trial too: the patch carries them (after Ctrl-C: the fixes
         kept before it, not verified)."""
+        costs.settle(doc, child)   # the records' one-offs judged against the lead-in's noise first
         records = payback.kept_records(doc["trials"], result["stack"])
         left = payback.unpaid(records, length)
         # the stack's record: the last kept trial (a bundle's too), else what the fixes the patch
@@ -277,6 +279,8 @@ class Analyze:
             patch["verification"]["stack_estimated"] = last["estimated"]
         if left:
             patch["left_out"] = left
+        if records:
+            patch["payback"] = payback.shares(records, length)   # each kept fix's own one-off and saving
         e2e = payback.end_to_end(child, last, length)
         if e2e:
             patch["end_to_end"] = e2e

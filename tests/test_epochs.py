@@ -120,13 +120,6 @@ def test_a_progress_bar_around_the_range_keeps_its_length(run):
 
 
 @pytest.mark.parametrize("body", [
-    # a batch loop that may end an epoch early: its length is not len(loader)
-    """
-    for epoch in range(3):
-        for step, batch in enumerate(Probe(SITES)):
-            if step == 1:
-                break
-    """,
     # batches drawn by hand in a step loop: range() counts steps, not epochs
     """
     it = iter(Probe(SITES, n=100))
@@ -155,7 +148,7 @@ def test_a_progress_bar_around_the_range_keeps_its_length(run):
             pass
         epoch += 1
     """,
-], ids=["break", "next-by-hand", "called-bound", "no-epoch-loop", "while"])
+], ids=["next-by-hand", "called-bound", "no-epoch-loop", "while"])
 def test_shapes_that_give_no_count(run, body):
     assert run(body) is None
 
@@ -177,6 +170,13 @@ def test_a_break_under_a_switch_that_is_off_cannot_end_an_epoch(run):
 
 
 @pytest.mark.parametrize("body", [
+    # a batch loop that may end an epoch early
+    """
+    for epoch in range(3):
+        for step, batch in enumerate(Probe(SITES)):
+            if step == 1:
+                break
+    """,
     # the switch is on: the first batch ends the epoch
     """
     dry_run = True
@@ -194,9 +194,35 @@ def test_a_break_under_a_switch_that_is_off_cannot_end_an_epoch(run):
             if stop:
                 break
     """,
-], ids=["switch-on", "switch-set-in-the-loop"])
-def test_a_break_under_a_switch_that_can_be_on_gives_no_count(run, body):
-    assert run(body) is None
+    # examples/slow_loader.py: a step count ends both loops
+    """
+    step, total = 0, 2
+    for epoch in range(3):
+        for batch in Probe(SITES):
+            step += 1
+            if step >= total:
+                break
+        if step >= total:
+            break
+    """,
+], ids=["break", "switch-on", "switch-set-in-the-loop", "step-count"])
+def test_a_break_that_can_run_makes_the_count_the_most_the_run_can_be(run, body):
+    """A break can only end the run sooner: len(loader) × the epochs is then its upper bound,
+    which still tells a one-off cost the whole count does not pay back (advisor.payback)."""
+    line = 3 + [ln.strip() for ln in textwrap.dedent(body).splitlines()].index("for epoch in range(3):")
+    assert run(body) == {"epochs": 3, "expr": "range(3)", "where": f"train.py:{line}", "at_most": True}
+
+
+def test_a_break_in_the_epoch_loop_alone_makes_the_count_the_most_too(run):
+    seen = run("""
+        done = False
+        for epoch in range(4):
+            for batch in Probe(SITES):
+                pass
+            if epoch == 1:
+                break
+    """)
+    assert seen["epochs"] == 4 and seen["at_most"] is True
 
 
 def test_a_loop_in_a_function_defined_inside_the_epoch_loop_is_not_inside_it(run):

@@ -21,7 +21,8 @@ from advisor.runner.oneoffs import OneOffs
 from advisor.runner.profiling import Profiling
 from advisor.runner.ranges import Ranges
 from advisor.runner.reporting import Notes, ProgressLog, save_child_doc
-from advisor.runner.state import Outcome, RunIdentity, StartupTimeline, StepClock, StepObservations
+from advisor.runner.startup import StartupTimeline
+from advisor.runner.state import Outcome, RunIdentity, StepClock, StepObservations
 from advisor.runner.window import Window, settle_steps
 from advisor.runtime import NOT_APPLIED
 

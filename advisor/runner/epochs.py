@@ -5,9 +5,11 @@ against the run the user will actually do.
 
 Only a plain shape counts: the user's ``for batch in loader`` (through enumerate, tqdm, ...)
 nested, in the same function or through the calls above it, in ``for epoch in range(...)``
-(``trange(...)``, ``tqdm(range(...))``), and no ``break`` in the batch loop that could end an
-epoch early. A ``break`` under a switch that is off (``if args.dry_run: break``, the switch a
-name or attribute the loop does not set) cannot. The range's bounds and the switches are read
+(``trange(...)``, ``tqdm(range(...))``). A ``break`` in either loop that could run (a step
+count reached: ``if step >= args.steps: break``) can only end the run sooner: the count is then
+the most it can be (``at_most``), which still tells a one-off cost that the whole count does not
+pay back. A ``break`` under a switch that is off (``if args.dry_run: break``, the switch a name
+or attribute the loop does not set) cannot run. The range's bounds and the switches are read
 from the frame that runs the loop (names, attributes, subscripts by a constant, arithmetic):
 nothing is called. Anything else gives no count.
 
@@ -145,8 +147,9 @@ def _breaks(loop, frame=None) -> bool:
 
 
 def epoch_loop(sites) -> dict | None:
-    """{"epochs", "expr", "where"} for the loop around the training loop now drawing a batch;
-    None when the shape is not the plain one above. ``sites``: the runner's SiteFinder."""
+    """{"epochs", "expr", "where"} for the loop around the training loop now drawing a batch,
+    and "at_most": True where a ``break`` may end it sooner; None when the shape is not the
+    plain one above. ``sites``: the runner's SiteFinder."""
     frame = sites.user_frame(2, script_only=True)
     if frame is None:
         return None
@@ -154,8 +157,9 @@ def epoch_loop(sites) -> dict | None:
     loops = _loops_around(tree, frame.f_lineno) if tree is not None else []
     batch_loop = next((lp for lp in loops if lp.lineno == frame.f_lineno or lp.iter.lineno <= frame.f_lineno
                        <= lp.iter.end_lineno), None)
-    if batch_loop is None or _breaks(batch_loop, frame):   # next(it) by hand, or a loop that may end early
+    if batch_loop is None:   # next(it) by hand
         return None
+    sooner = _breaks(batch_loop, frame)   # the run may end before its last epoch's last batch
     outer = loops[loops.index(batch_loop) + 1:]
     while frame is not None:
         for loop in outer:
@@ -165,7 +169,9 @@ def epoch_loop(sites) -> dict | None:
                 if n is None:
                     return None
                 where = f"{sites.display(frame.f_code.co_filename)}:{loop.lineno}"
-                return {"epochs": n, "expr": ast.unparse(loop.iter), "where": where}
+                out = {"epochs": n, "expr": ast.unparse(loop.iter), "where": where}
+                return {**out, "at_most": True} if sooner or _breaks(loop, frame) else out
+            sooner = sooner or _breaks(loop, frame)   # a loop between them that may end it
         frame = frame.f_back
         while frame is not None and not sites.is_script_code(frame.f_code.co_filename):
             frame = frame.f_back

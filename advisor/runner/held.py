@@ -11,6 +11,7 @@ for the GPU work queued before the stop to drain."""
 from __future__ import annotations
 
 import os
+import time
 from time import perf_counter
 
 from advisor.runner._util import flush_std, read_json, wait_line
@@ -28,13 +29,14 @@ def hold(ctl) -> None:
     _drain_gpu()
     ctl.startup.mark("held")
     ctl.progress("held", ctl.clock.steps_seen)
-    t = perf_counter()
+    t, started = perf_counter(), time.time()
     line = wait_line(ctl.spec["hold"])
     if line == ADVANCE and ctl.clock.hold_step is None:
         # Held at its first CUDA use, told to go on into its warm-up (the GPU now has room for
-        # it): it waits again before its last two warm-up steps (StepClock.hold_step).
+        # it): it waits again before its last two warm-up steps (StepClock.hold_step). Each
+        # wait is noted, the lead-in leaves both out (measure.lead_in_s).
         ctl.clock.hold_before_last_warmup_steps()
-        ctl.startup.leave_out(perf_counter() - t)
+        ctl.startup.hold(started, time.time(), t)
         ctl.startup.mark("advanced")
         return
     spec = read_json(line) if line else None
@@ -42,7 +44,7 @@ def hold(ctl) -> None:
         flush_std()
         os._exit(0)
     relocate(ctl, spec)
-    ctl.startup.leave_out(perf_counter() - t)  # the wait is not part of the first step
+    ctl.startup.hold(started, time.time(), t)  # the wait is not part of the lead-in nor of its step
     ctl.startup.mark("released")
 
 

@@ -94,7 +94,7 @@ def child_doc(ctl) -> dict:
         "batches_per_epoch": window.batches_per_epoch,
         "settle_steps": clock.settled,
         "left_out_steps": dict(window.left_out), "left_out_ms": round(window.left_out_ms, 4),
-        "warmup_step_times_ms": [round(x, 4) for x in ctl.startup.untimed_ms],
+        **ctl.startup.steps_doc(),   # warmup_step_times_ms, and when each ended
         "data_wait_ms": [round(x, 4) for x in window.data_wait_ms],
         "tokens": window.tokens if any(t is not None for t in window.tokens) else None,
         "gc": window.gc.doc() if window.window_ms is not None else None,

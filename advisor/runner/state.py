@@ -6,9 +6,7 @@ step under way, and how it ends. No torch here; each part is read by name from t
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
-from time import perf_counter
 
 from advisor.runner import ranks
 from advisor.runner._util import one_line_exception
@@ -97,38 +95,6 @@ class StepClock:
         warm = 1 + self.settle_n
         self.profile_end = self.steps_seen + warm + self.profile_n
         return warm
-
-
-class StartupTimeline:
-    """Where a process's first seconds go; each trial pays them again, so they set the ladder's
-    wall time. Wall-clock times (time.time()) of its milestones: install, script, cuda_init,
-    cuda_ready, first_step (held, advanced, released for a process started ahead; the parent
-    adds spawned); and the wall time of each untimed step, warm-up or settle, for the warm-up
-    cost (measure.warmup_cost_s). Neither is synchronized with the GPU."""
-
-    def __init__(self):
-        self.milestones: dict[str, float] = {"install": time.time()}
-        self.untimed_ms: list[float] = []
-        self._since = perf_counter()  # the end of the last untimed step
-
-    def mark(self, milestone: str) -> None:
-        self.milestones[milestone] = time.time()
-
-    def restart(self) -> None:
-        """Untimed steps are counted from here (the script starts; the window is about to open)."""
-        self._since = perf_counter()
-
-    def leave_out(self, seconds: float) -> None:
-        """A wait that is not part of the step under way (a hold: runner/held.py)."""
-        self._since += seconds
-
-    def untimed_step(self) -> None:
-        t = perf_counter()
-        self.untimed_ms.append((t - self._since) * 1e3)
-        self._since = t
-
-    def doc(self) -> dict:
-        return {k: round(v, 3) for k, v in self.milestones.items()}
 
 
 class StepObservations:
