@@ -5,13 +5,15 @@
 # several GPUs the entries run side by side, one GPU each (a slot per GPU, round robin).
 #   usage: [BUDGET=75] [GPUS=N] [OUT=/tmp/out] bash benchmarks/wild.sh [NAME ...]   (default: the gpu_pick entries)
 # The scripts' code is not in the repository: run `python3 benchmarks/wild.py fetch` here first
-# and carry benchmarks/wild/src to the GPU host (the device call's carry). Plan for about
-# BUDGET + 100 s per entry (plain check, analyze, verification, the fast run) in each slot; the
-# run directories (less traces and trees) and the scoreboard come back under $OUT.
-#   e.g. three calls of < 9 min on one H200:
-#     bash benchmarks/wild.sh timm_train simclr_sthalles unet_carvana
-#     bash benchmarks/wild.sh resnet_cifar10_akamaster pytorch_gan_dcgan mingpt_chargpt
-#     bash benchmarks/wild.sh examples_word_language_model accelerate_nlp_example lightning_autoencoder
+# and carry benchmarks/wild/src (about 20 MiB) to the GPU host (the device call's carry). Each
+# entry takes about BUDGET + 150 s in its slot (stand-in data, 25 s of plain python, the analyze
+# and its verification, the fast run); the run directories (less traces and trees) and the
+# scoreboard come back under $OUT. A device call is limited to 10 minutes, so:
+#   on 8 GPUs, the nine gpu_pick entries in one call (two in slot 0):   bash benchmarks/wild.sh
+#   on 4 GPUs, two calls of 4-5 entries each:
+#     bash benchmarks/wild.sh timm_train simclr_sthalles unet_carvana resnet_cifar10_akamaster pytorch_gan_dcgan
+#     bash benchmarks/wild.sh mingpt_chargpt examples_word_language_model lightning_fabric_mnist mindiffusion_superminddpm
+#   on one GPU, two entries a call (BUDGET=60).
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
