@@ -3,7 +3,8 @@ script runs (benchmarks/wild.py): each manifest entry's ``data`` lists what to m
 relative to the entry's working directory, as the authors' README would have the user download
 it. Everything is synthetic and deterministic (seeded); nothing comes from the network.
 
-Kinds (each a dict with ``kind`` and its fields):
+Kinds (each a dict with ``kind`` and its fields; ``on``: {"gpu": {field: value}} overrides a field
+on that device, e.g. more images for a real-size run):
 - ``images``: ``dir``, ``n``, ``size`` [w, h], ``mode`` (RGB/L), ``ext``, ``stem`` ("{i}"), ``classes``
   (n images of each class, its number {c} in the stem)
 - ``imagefolder``: ``dir``, ``splits`` (subfolders, e.g. ["train", "validation"]; [] for none),
@@ -213,6 +214,7 @@ HUB = {"hf_model": hf_model, "timm_model": timm_model, "torch_hub": torch_hub}
 def make(cwd: Path, data: list[dict], device: str, hf_home: Path) -> None:
     """Every stand-in of one entry, in its working directory cwd."""
     for spec in data:
+        spec = {**spec, **(spec.get("on") or {}).get(device, {})}   # "on": {"gpu": {...}}: the real size's overrides
         kind = spec["kind"]
         if kind in PLAIN:
             PLAIN[kind](cwd, spec)
