@@ -15,8 +15,10 @@ import sys
 import time
 
 import pytest
+from test_runner_support import spec_for, wait_until, write
 
 from advisor import costs, measure, payback
+from advisor.runner.startup import cpu_wait_s
 
 T0 = 1_000.0   # the script's first line, in wall time
 
@@ -150,3 +152,91 @@ def test_a_rate_above_the_data_free_ceiling_makes_the_ceiling_no_bound():
     # within the threshold it stays a bound
     close = [{**ceiling, "status": "bound"}, {**preload, "samples_per_s": 1600.0, "reason": "x"}]
     assert costs.rates_above_ceiling(close, threshold=0.38) == [] and close[0]["status"] == "bound"
+
+
+STARTS = """
+    import sys
+    import time
+
+    import torch
+
+    print("making data", flush=True)
+    t = time.process_time()
+    while time.process_time() - t < 0.5:   # the script's own start-up: 0.5 s of CPU work
+        pass
+    try:
+        torch.cuda.init()                  # its first CUDA use: where a guess waits
+    except Exception:                      # a CPU-only host: the hold came first
+        pass
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for i in range(100000):
+        model(torch.randn(8, 4)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        time.sleep(0.005)
+"""
+
+
+def _spec(tmp_path, script, name):
+    return spec_for(script, ["train.py"], str(tmp_path), str(tmp_path / "trials" / name), warmup_steps=4,
+                    profile_steps=0, measure_steps=5, run_name=name, tb_dir=str(tmp_path / "tb"))
+
+
+def _hog(cpu: int) -> subprocess.Popen:
+    """A busy process at normal priority on one CPU."""
+    return subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+
+
+def test_a_guess_stopped_held_twice_and_starved_of_its_core_reads_the_cold_lead_in(tmp_path):
+    """One script, started cold, and on a guess (a spare with torch imported first): the guess is
+    stopped for 2 s in its start-up, its main thread shares its one CPU with a busy process at a
+    higher priority, it waits at its first CUDA use, is advanced into its warm-up and waits
+    again. Its wall time to the first step is seconds longer; its lead-in is the cold one's,
+    within the lead-in's least noise."""
+    from advisor.runner.ahead import HeldChild, WarmChild
+    from advisor.runner.parent import run_child
+
+    script = write(tmp_path / "train.py", STARTS)
+    cold = run_child(_spec(tmp_path, script, "00-cold"), timeout=300, step_timeout=240)
+    assert cold["status"] == "complete", cold["incomplete_reasons"]
+    spec = _spec(tmp_path, script, "01-guess")
+    held = HeldChild(spec, str(tmp_path / "trials" / ".ahead-1"), WarmChild(str(tmp_path)))
+    progress = tmp_path / "trials" / ".ahead-1" / "progress.jsonl"
+    hog = None
+    try:
+        wait_until(lambda: '"started"' in progress.read_text() or not held.alive(), "the guess's script started")
+        starving = cpu_wait_s() is not None   # the kernel counts the wait for a core: show it is left out
+        if starving:
+            cpu = sorted(os.sched_getaffinity(held.proc.pid))[0]
+            os.sched_setaffinity(held.proc.pid, {cpu})
+            hog = _hog(cpu)
+        held.pause()                       # as while another trial's steps are timed
+        time.sleep(2.0)
+        held.resume()
+        wait_until(lambda: held.at_hold() or not held.alive(), "the guess held at its CUDA use")
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+            hog = None
+        time.sleep(1.0)                    # waiting at the hold
+        assert held.advance()
+        wait_until(lambda: held.at_hold() or not held.alive(), "the guess held again in its warm-up")
+        time.sleep(1.0)
+        res = run_child(spec, timeout=300, step_timeout=240, held=held)
+    finally:
+        if hog is not None:
+            hog.kill()
+        held.close()
+    assert res["status"] == "complete" and res["started_held"], res["incomplete_reasons"]
+    at = res["startup"]
+    assert len(at["holds"]) == 2 and at["stopped"] and at["stopped"][0][1] - at["stopped"][0][0] >= 2.0
+
+    def wall(child):
+        return child["startup"]["first_step"] - child["startup"]["script"]
+
+    assert wall(res) - wall(cold) > 3.0, (wall(res), wall(cold))      # stopped 2 s, held 1 s at least
+    if starving:
+        assert measure._cpu_wait(at, "script", "first_step") > 1.0, at
+    assert abs(measure.lead_in_s(res) - measure.lead_in_s(cold)) <= costs.LEAD_NOISE_MIN_S, \
+        (measure.lead_in_s(res), measure.lead_in_s(cold), at)

@@ -122,5 +122,7 @@ def make_patch(script_path: str, specs: list[dict], config: dict, root: str | No
     """fixes.patch for these fixes ({"intervention", "params"}): each fix's own edit, placed by
     advisor.patch (its docstring says how; the keywords are its make_patch's)."""
     from advisor import patch
+    from advisor.patch import supersede
 
-    return patch.make_patch(script_path, specs, config, root, registry=sys.modules[__name__], **kw)
+    # no hunk of a fix that another placed fix supersedes (Fix.supersedes)
+    return supersede.make_patch(patch.make_patch, script_path, specs, config, root, registry=sys.modules[__name__], **kw)

@@ -67,7 +67,10 @@ class Fix:
     same_graphs: ClassVar[bool] = False       # leaves torch.compile's graphs of the model as they are (trials.compile_book)
     tie_reason: ClassVar[str] = "and came later"  # why a later value of its group wins a tie
     # the patch
-    supersedes: ClassVar[tuple[str, ...]] = ()  # fixes whose arguments its edit replaces at one call
+    # fixes whose edit its own makes needless: fixes.patch leaves their hunks out where it is
+    # placed (advisor.patch.supersede), saying why (supersedes_why)
+    supersedes: ClassVar[tuple[str, ...]] = ()
+    supersedes_why: ClassVar[str] = ""
     where_key: ClassVar[str | None] = None    # the config key whose call site its rule's "where" stands for
     editor: ClassVar[str | None] = None       # "module:function" of its source edit (advisor.patch.*)
 

@@ -12,8 +12,11 @@ class PreloadDataset(Fix):
     feeds_data = True
     where_key = "dataloader"
     # its DataLoader is written with num_workers=0, pin_memory=False, whatever the loader
-    # fixes kept before it wrote at that call
+    # fixes kept before it would write at that call or at the options that set it
     supersedes = ("dataloader-workers", "pin-memory")
+    supersedes_why = ("its DataLoader is written with num_workers=0 and no pinned memory, each batch a "
+                      "gather of samples already on the device: no worker count, pinned copy or "
+                      "non_blocking transfer is read")
 
     def candidates(self, params, environment):
         # Host-side storage is the fallback when the samples cannot live on the device (refused,
