@@ -172,15 +172,32 @@ def _next_switch(ctx: PatchContext, f: SourceFile, stmt, marker: str):
     return None
 
 
+def conversion(ctx: PatchContext, target: str) -> str:
+    """The statement converting the model's weights to channels_last: ``model.to(...)``, or
+    where the model's class overrides ``.to()`` (config model ``own_to``: a task wrapper whose
+    ``.to()`` probes ``torch.empty(0).to(*args, **kwargs)``, which raises for channels_last)
+    torch's own Module.to called on it, which converts every submodule's 4-D weights and runs
+    no class's ``.to()``."""
+    own = ((ctx.config.get("model") or {}).get("value") or {}).get("own_to")
+    if own:
+        return f"{target} = torch.nn.Module.to({target}, memory_format=torch.channels_last)"
+    return f"{target} = {target}.to(memory_format=torch.channels_last)"
+
+
 def channels_last(ctx: PatchContext, fix: dict, p: dict) -> dict:
     f, stmt, target = model_stmt(ctx, fix, "model.to(memory_format=torch.channels_last)")
     switch = _next_switch(ctx, f, stmt, "channels_last")
     note = _switch_on(ctx, f, switch) if switch is not None else None
     if note is not None:
         return note   # the script converts its model and inputs under its own switch
-    ctx.insert(f, stmt, f"{target} = {target}.to(memory_format=torch.channels_last)", after=True, prio=PRIO_CHANNELS_LAST)
-    edits = [f"{target} = {target}.to(memory_format=torch.channels_last) after {location(f, f.line_of(stmt))}"]
+    code = conversion(ctx, target)
+    ctx.insert(f, stmt, code, after=True, prio=PRIO_CHANNELS_LAST)
+    edits = [f"{code} after {location(f, f.line_of(stmt))}"]
     extra: dict = {}
+    own = ((ctx.config.get("model") or {}).get("value") or {}).get("own_to")
+    if own:
+        extra["why"] = (f"the model's class has its own .to() ({own}): torch's Module.to converts its weights "
+                        "without running it, as the trial did")
     try:
         site = _input_stmt(ctx, fix, required=False)
     except SkipFix as e:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 
+from advisor import failures
+
 
 def _skipped(doc: dict) -> str:
     skipped = [s for s in doc.get("skipped_rules") or [] if isinstance(s, dict)]
@@ -35,14 +37,19 @@ def _kept(doc: dict) -> str:
         return "kept: no trials ran (--no-trials, or the run did not complete)" if not doc.get("applied") else \
             f"kept: the fixes you applied (--apply {'; '.join(map(str, doc['applied']))})"
     kept = [t for t in trials if t.get("status") == "accepted" and not t.get("apart")]
+    # a failed trial is not a fix found no faster: counted apart, by whose failure it was
+    bad = failures.words(trials)
     if not kept:
-        ran = [t for t in trials if t.get("status") in ("accepted", "rejected", "failed")]
-        return (f"kept: nothing: {len(ran)} trial(s) ran and none was faster beyond the noise" if ran
-                else "kept: nothing: no finding proposed a fix advisor can trial here")
+        ran = [t for t in trials if t.get("status") in ("accepted", "rejected", "unsure")]
+        said = [f"{len(ran)} trial(s) ran and none was faster beyond the noise"] if ran else []
+        said += [bad] if bad else []
+        return f"kept: nothing: {'; '.join(said)}" if said else \
+            "kept: nothing: no finding proposed a fix advisor can trial here"
     last = kept[-1]
     gain = last.get("speedup_vs_baseline")
     return f"kept: {', '.join(str(t.get('fix') or t.get('name')) for t in kept)}" + \
-        (f" ({gain:.2f}x the baseline in the trials)" if isinstance(gain, (int, float)) else "")
+        (f" ({gain:.2f}x the baseline in the trials)" if isinstance(gain, (int, float)) else "") + \
+        (f"; {bad}" if bad else "")
 
 
 def _patch(doc: dict) -> list[str]:

@@ -131,7 +131,18 @@ def trial_reasons(doc: dict) -> list[str]:
     """Each trial's verdict in words, a line each (markup escaped); its stack is the kept
     fixes before it plus what its name adds (the HTML report lists it whole)."""
     return [f"[b]{escape(str(t.get('name') or '?'))}[/]: {escape(str(t.get('status') or '?'))}, "
-            f"{escape(str(t.get('reason') or ''))}" for t in doc.get("trials") or []]
+            f"{escape(str(t.get('reason') or ''))}" + _failure_words(t) for t in doc.get("trials") or []]
+
+
+def _failure_words(t: dict) -> str:
+    """A failed trial's failure, named (advisor.failures.line): the script's line it failed at,
+    or advisor's bug, in red."""
+    f = t.get("failure")
+    if t.get("status") != "failed" or not isinstance(f, dict) or not f.get("kind"):
+        return ""
+    from advisor.failures import line
+
+    return f" [{'bold red' if f.get('kind') == 'advisor' else 'yellow'}]({escape(line(f))})[/]"
 
 
 def _gib(n, unit: bool = True) -> str:

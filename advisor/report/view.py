@@ -12,6 +12,7 @@ import re
 import shlex
 from pathlib import Path
 
+from advisor import failures
 from advisor.report.overhead import of_doc, of_trial
 from advisor.report.terminal import PHASE_LABELS, batch_text
 
@@ -98,7 +99,18 @@ def trial_row(t: dict, steps_per_epoch=None) -> dict:
             "kernel_time_by_class": _dict(t.get("kernel_time_by_class")),
             "traces": [str(x) for x in t.get("traces") or []] if isinstance(t.get("traces"), list) else [],
             "origin": t.get("origin"), "fix": t.get("fix"), "rung_note": str(t.get("rung_note") or ""),
+            "failure": failure_view(t.get("failure")),
             "overhead": overhead_view(of_trial(t))}
+
+
+def failure_view(f) -> dict | None:
+    """A failed trial's failure for the report: whose it was, in words (advisor.failures.line),
+    and its traceback, innermost last; None where there is none."""
+    if not isinstance(f, dict) or f.get("kind") not in failures.KINDS:
+        return None
+    return {"kind": f["kind"], "advisors": f["kind"] == "advisor", "text": failures.line(f),
+            "message": str(f.get("message") or ""), "exception": str(f.get("exception") or ""),
+            "traceback": [str(x) for x in f.get("traceback") or []]}
 
 
 def overhead_view(ov: dict) -> dict:
@@ -129,7 +141,9 @@ def headline(doc: dict, rows: list[dict]) -> dict:
     base, best = rows[0], best_row(rows)
     summary = doc.get("trial_summary") or {}
     noise, threshold = num(summary.get("noise")), num(summary.get("threshold"))
-    tried = [r for r in rows[1:] if r["status"] not in ("reference", "skipped", "not run") and not r["apart"]]
+    # judged for speed: a failed trial was not found slower, it is counted apart (failures.words)
+    tried = [r for r in rows[1:] if r["status"] not in ("reference", "skipped", "not run", "failed") and not r["apart"]]
+    bad = failures.words([t for t in doc.get("trials") or [] if isinstance(t, dict)])
     apart = [r for r in rows[1:] if r["apart"] and r["status"] == "measured"]
     under_noise = sorted((r for r in tried if r["status"] == "rejected" and "noise threshold" in r["reason"]
                           and (r["gain"] or 0) > 0), key=lambda r: -(r["gain"] or 0))
@@ -143,7 +157,9 @@ def headline(doc: dict, rows: list[dict]) -> dict:
         verdict = str(summary["unsettled"])[:1].upper() + str(summary["unsettled"])[1:] + "."
     elif tried and threshold is not None and noise is not None:
         verdict = (f"No fix was proven: run-to-run noise was {noise:.1%}, so advisor accepts only gains above "
-                   f"{threshold:.1%}; {len(tried)} trial(s) ran and none cleared it.")
+                   f"{threshold:.1%}; {len(tried)} trial(s) ran and none cleared it" + (f"; {bad}." if bad else "."))
+    elif bad:
+        verdict = f"No fix was kept: {bad}."
     elif doc.get("trials"):
         verdict = "No fix was kept."
     elif doc.get("applied"):
@@ -155,6 +171,8 @@ def headline(doc: dict, rows: list[dict]) -> dict:
                                                                       else "."))
     else:
         verdict = "Diagnosis only: no trials ran (the findings below list the fixes to try)."
+    if best and bad:
+        verdict += f" {bad[:1].upper()}{bad[1:]}."
     if doc.get("status") == "interrupted":
         verdict = interrupted_text(doc) + (f" {verdict}" if doc.get("trials") else "")
     return {"base": base, "best": best, "after": after, "speedup": speedup, "verdict": verdict,

@@ -72,9 +72,21 @@ class Placements:
         events = self._moves.get(module) or (self._moves.get(inner) if inner is not None else None)
         value = {"class": type(inner if inner is not None else module).__name__,
                  "wrapper": type(module).__name__ if inner is not None else None}
+        own = own_to(inner if inner is not None else module)
+        if own is not None:   # a conversion written as model.to(...) would run it (patch.model_fixes)
+            value["own_to"] = own
         if not events:
             return {"value": value, "where": None}
         return {"value": value, "where": events[-1][0], "stack": events[-1]}
+
+
+def own_to(module) -> str | None:
+    """The qualified name of the ``.to()`` the module's class defines instead of torch's
+    (a task wrapper's, a LightningModule's), None where it is torch's own."""
+    to = getattr(type(module), "to", None)
+    if to is None or to is torch.nn.Module.to:
+        return None
+    return f"{getattr(to, '__module__', '?')}.{getattr(to, '__qualname__', 'to')}"
 
 
 def trained_weights(optimizer) -> dict:

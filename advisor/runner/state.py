@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from advisor.runner import ranks
+from advisor.runner import ranks, tracebacks
 from advisor.runner._util import one_line_exception
 from advisor.runtime import world
 
@@ -205,6 +205,9 @@ class Outcome:
         else:
             code, text = 1, one_line_exception(exc)
         self.exit = _exit(code, text)
+        failure = tracebacks.at_exit(exc)   # where it failed, while its frames are still there
+        if failure is not None:
+            self.exit["failure"] = failure
         if exc is None or isinstance(exc, SystemExit):
             self.stage = "finished-early"
         return code

@@ -6,7 +6,7 @@ user knows what it would give, and stays out of fixes.patch unless they allow it
 
 from __future__ import annotations
 
-from advisor import fixes, measure
+from advisor import failures, fixes, measure
 from advisor.contracts import TrialRecord
 from advisor.trials.candidates import Candidate
 from advisor.trials.state import After
@@ -58,6 +58,8 @@ def _measure(after: After, cand: Candidate, guesses: list, overrides: str | None
         ref = after.reference
         status, reason, gain, _used = judge([child], ref.runs, ref.loss, ref.noise, numerics)
         rec["status"] = "measured" if status in ("accepted", "unsure") else status
+        if status == "failed":
+            rec["failure"] = failures.of_trial([child], reason)
         rec["gain_vs_previous"] = gain
         reason = reason.replace("the previous stack", "the kept fixes")
         if overrides:

@@ -21,6 +21,10 @@ class Candidate:
     # device that runs it out of memory); "rejected": not faster, or numerics.
     fallback_when: tuple[str, ...] = ("skipped", "failed")
     members: list[Candidate] = field(default_factory=list)  # a bundle: fixes trialled as one rung
+    # a rung of several fixes that failed or cannot apply here: these are trialled each alone
+    # instead (rungs.split), in this order (the fix that ranked first, first)
+    split: list[Candidate] = field(default_factory=list)
+    alone: bool = False             # split from such a rung: no bundle, partner or riders join it
     gain_is_upper_bound: bool = False  # est_gain_ms is the most it can give (rungs.pick)
     note: str | None = None            # why this rung holds what it does (a pair, a bundle, riders)
 

@@ -4,7 +4,7 @@ joins the ladder's trials apart from the ladder: never a fix, never in the patch
 
 from __future__ import annotations
 
-from advisor import fixes, measure
+from advisor import failures, fixes, measure
 from advisor.contracts import TrialRecord
 from advisor.trials.candidates import Candidate
 from advisor.trials.state import After
@@ -45,6 +45,7 @@ def measure_ceiling(after: After, name: str = NAME) -> TrialRecord | None:
         else:
             rec.update(status="failed", reason="; ".join(child.get("incomplete_reasons") or [])
                        or "the ceiling run measured no step")
+            rec["failure"] = failures.of_trial([child], rec["reason"])
     return rec
 
 

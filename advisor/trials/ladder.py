@@ -17,7 +17,7 @@ import statistics
 import time
 from pathlib import Path
 
-from advisor import engine, fixes, measure
+from advisor import engine, failures, fixes, measure
 from advisor.contracts import TrialRecord
 from advisor.runtime import SAMPLES_VARY
 from advisor.trials import apart, compile_book, guesses, reference, rungs, scaling, stopping
@@ -311,6 +311,8 @@ class _Ladder:
         status, reason, gain, used = self._confirm(name, cand, runs, numerics)
         rec.update(status=status, reason=reason, gain_vs_previous=gain, threshold=used,
                    runs=len(runs), reference_runs=len(self.ref_runs), noise_at_verdict=self.noise)
+        if status == "failed":
+            rec["failure"] = failures.of_trial(runs, reason)
         if len(runs) > 1:
             rec["step_time_ms"] = measure.mean_step_ms(runs)
             rec["speedup_vs_baseline"] = measure.plus_one(measure.pooled_gain(runs, self.groups[0]))
@@ -367,9 +369,24 @@ class _Ladder:
             self.facts["samples"] = {"value": {"repeatable": False, "why": why.split(": ")[0], "found_by": name}}
             self.ref_config = {**self.ref_config, **self.facts}
 
+    def judged_alone(self) -> set[str]:
+        """The keys of the fixes trialled as a rung of their own (rungs.split): the last of a
+        record's stack, where it ran one fix."""
+        return {t["interventions"][-1] for t in self.trials if t.get("interventions") and not t.get("members")
+                and not t.get("apart") and t.get("status") not in ("skipped", "not run")}
+
     def _fall_back(self, cand: Candidate, status: str) -> None:
         """The candidate's fallback runs next when the verdict is one it falls back on
-        (cannot apply, crashed; for compile's reduce-overhead also not accepted)."""
+        (cannot apply, crashed; for compile's reduce-overhead also not accepted). A rung of
+        several fixes that failed is split: each of its fixes not judged alone yet runs alone
+        next (rungs.split), the one that ranked first first."""
+        alone = rungs.split(cand, self.judged_alone(), self.kept_names()) if status == "failed" else []
+        if alone:
+            self.say(f"{cand.key} failed: trying {', '.join(m.key for m in alone)} alone")
+            for m in reversed(alone):
+                self.tried.discard(m.key)
+                self.queue.insert(0, m)
+            return
         if cand.fallback and status in cand.fallback_when:
             self.say(f"{cand.key} {status}: trying {cand.fallback.key} instead")
             self.queue.insert(0, cand.fallback)

@@ -4,7 +4,7 @@ agree (advisor.trials.sanity) or the host is called too noisy to judge fixes."""
 
 from __future__ import annotations
 
-from advisor import measure
+from advisor import failures, measure
 from advisor.trials import guesses, sanity
 from advisor.trials.state import CUT_SHORT, REPEAT, Interrupted
 
@@ -37,6 +37,7 @@ def measure_reference(lad) -> None:
         lad.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "failed",
                             "reason": f"the baseline's repeat failed ({format_reasons(repeat) or 'no step measured'}): "
                                       f"no run-to-run noise figure; trials are judged against the {threshold:.1%} floor",
+                            "failure": failures.of_trial([repeat], format_reasons(repeat) or "no step measured"),
                             "interventions": [], **measure.trial_figures(repeat, None, lad.base)})
         return
     lad.result.update(noise=lad.noise, threshold=threshold)

@@ -9,6 +9,7 @@ and save processes, each a fresh run of the user's script, its start-up included
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -47,6 +48,9 @@ def with_riders(cand: Candidate, riders: list[Candidate], out: Pick) -> Candidat
     rung = bundle([cand, *riders])
     if rung.key in out.tried:
         return cand
+    # the riders were judged alone already (rejected on a host-bound step): compile alone is
+    # what is left to try, not a split
+    rung.split = []
     rung.fallback, rung.fallback_when = cand, ("skipped", "failed", "rejected")
     out.tried.discard(cand.key)  # its own trial is the fallback's
     out.tried.add(rung.key)
@@ -94,7 +98,15 @@ def bundle(members: list[Candidate]) -> Candidate:
     gains = [m.est_gain_ms for m in members if m.est_gain_ms is not None]
     origins = sorted({m.origin for m in members if m.origin})
     return Candidate("+".join(m.name for m in members), {}, origin=",".join(origins) or None,
-                     est_gain_ms=sum(gains) if gains else None, members=list(members))
+                     est_gain_ms=sum(gains) if gains else None, members=list(members), split=list(members))
+
+
+def split(rung: Candidate, judged_alone: set[str], kept: set[str]) -> list[Candidate]:
+    """The fixes of a rung of several that failed (or cannot apply here), each to be trialled
+    alone, in the rung's order: those not judged alone already (judged_alone: keys) nor kept.
+    A crash of channels-last+amp says nothing of AMP alone, whose finding may rank first."""
+    return [dataclasses.replace(m, alone=True) for m in rung.split
+            if m.key not in judged_alone and m.name not in kept]
 
 
 def with_partner(cand: Candidate, queue: list[Candidate], config: dict, done: set[str]) -> Candidate | None:
@@ -114,6 +126,7 @@ def with_partner(cand: Candidate, queue: list[Candidate], config: dict, done: se
         mate = Candidate(partner, {}, origin=f"pairs with {cand.name}", est_gain_ms=cand.est_gain_ms)
     pair = bundle([mate, cand])
     pair.fallback, pair.fallback_when = mate, ("skipped", "failed", "rejected")
+    pair.split = [cand, mate]   # failed: the fix that was picked (ranked first) alone first
     return pair
 
 
@@ -215,31 +228,48 @@ def pick(queue: list[Candidate], tried: set[str], kept: set[str], *, config: dic
         if cand.name in apart:
             out.apart.append(cand)
             continue
-        riding = [r for r in riders if r.name not in kept and (not only or r.name in only)]
-        if fixes.trait(cand.name, "compiles") and riding:
-            cand = with_riders(cand, riding, out)
-        # A retry may bring back a partner that was rejected beside it for the same reason
-        # (both as slow on a host-bound step): only a kept one stays out.
-        pair = with_partner(cand, out.queue, config, done - (slow if cand.key in retried else set()))
-        if pair is not None and only and not all(m.name in only for m in pair.members):
-            pair = None  # under --fix, a pair only when both fixes are named
-        if pair is not None:
-            pair.note = f"{cand.key} pays on NCHW convolutions with {pair.members[0].key}: trialled together"
-            out.notes.append(pair.note)
-            rung = pair
-        else:
-            rung = _bundled(cand, out, kept | apart, config, environment, only)
-            if rung is None:
-                continue
+        rung = cand if cand.alone else _joined(cand, out, kept, config, environment, only=only, retried=retried,
+                                                slow=slow, apart=apart, riders=riders, done=done)
+        if rung is None:
+            continue
         why = fix_for(rung).not_applicable(config, environment, rung.params)
         if not why:
             out.rung = rung
             return out
+        if rung.split:   # each fix that can apply is trialled alone; the others say why not
+            alone = split(rung, set(), kept)
+            out.skipped += [(m, w) for m in alone if (w := fix_for(m).not_applicable(config, environment, m.params))]
+            fit = [m for m in alone if not fix_for(m).not_applicable(config, environment, m.params)]
+            if fit:
+                out.notes.append(f"{rung.key} cannot apply here: trying {', '.join(m.key for m in fit)} alone")
+            for m in reversed(fit):
+                out.tried.discard(m.key)
+                out.queue.insert(0, m)
+            continue
         out.skipped.append((rung, why))
         if rung.fallback and "skipped" in rung.fallback_when:
             out.notes.append(f"{rung.key} skipped: trying {rung.fallback.key} instead")
             out.queue.insert(0, rung.fallback)
     return out
+
+
+def _joined(cand: Candidate, out: Pick, kept: set[str], config: dict, environment: dict, *, only, retried,
+            slow, apart, riders, done) -> Candidate | None:
+    """cand's rung: with the fixes that ride with compile, its partner, or the small safe fixes
+    queued beside it (None: no member of the bundle can apply)."""
+    riding = [r for r in riders if r.name not in kept and (not only or r.name in only)]
+    if fixes.trait(cand.name, "compiles") and riding:
+        cand = with_riders(cand, riding, out)
+    # A retry may bring back a partner that was rejected beside it for the same reason
+    # (both as slow on a host-bound step): only a kept one stays out.
+    pair = with_partner(cand, out.queue, config, done - (slow if cand.key in retried else set()))
+    if pair is not None and only and not all(m.name in only for m in pair.members):
+        pair = None  # under --fix, a pair only when both fixes are named
+    if pair is not None:
+        pair.note = f"{cand.key} pays on NCHW convolutions with {pair.members[0].key}: trialled together"
+        out.notes.append(pair.note)
+        return pair
+    return _bundled(cand, out, kept | apart, config, environment, only)
 
 
 def _bundled(cand: Candidate, out: Pick, kept: set[str], config: dict, environment: dict,

@@ -9,7 +9,7 @@ the same stack, and that over the number of GPUs (the scaling efficiency).
 
 from __future__ import annotations
 
-from advisor import fixes, measure
+from advisor import failures, fixes, measure
 from advisor.contracts import TrialRecord
 from advisor.trials.candidates import Candidate
 from advisor.trials.state import After
@@ -54,6 +54,7 @@ def _one_gpu_run(after: After, name: str, mod) -> TrialRecord:
         rec.update(status="reference", reason="the stack on one GPU: what the ddp trial's scaling is measured against")
     else:
         rec.update(status="failed", reason="; ".join(child.get("incomplete_reasons") or []) or "no step measured")
+        rec["failure"] = failures.of_trial([child], rec["reason"])
     return rec
 
 

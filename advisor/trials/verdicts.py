@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import NamedTuple
 
-from advisor import measure
+from advisor import failures, measure
 from advisor.runtime import NOT_APPLIED
 
 
@@ -27,6 +27,9 @@ def judge(runs: list[dict], ref_runs: list[dict], loss_ref: dict, noise: float,
     child = runs[0]
     if child.get("status") != "complete":
         return Verdict("failed", "; ".join(child.get("incomplete_reasons") or ["the trial did not finish"]))
+    broken = failures.failed_to_apply(child)
+    if broken:   # its run-time part raised as it was installed: the run timed another stack
+        return Verdict("failed", "; ".join(f"{name} {failures.FAILED_TO_APPLY} {err}" for name, err in broken.items()))
     refused = {name: n.split(":", 2)[2].strip() for name in names or [] for n in child.get("notes") or []
                if n.startswith(f"{NOT_APPLIED} {name}:")}
     if names and len(refused) == len(set(names)):
