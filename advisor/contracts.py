@@ -96,7 +96,11 @@ class TrialRecord(TypedDict, total=False):
     gpu_offset: float | None       # its step times were divided by this: that GPU's offset from the first
     one_off_s: float | None        # its lead-in beyond the baseline's: paid once per run (measure.one_off_s)
     saved_per_step_s: float | None  # what it saves on a baseline step's samples
-    break_even_steps: int | None   # baseline steps to pay back one_off_s (None: never)
+    break_even_steps: int | None   # baseline steps to pay back one_off_s (None: never; 0: within the noise)
+    one_off_noise_s: float | None  # the lead-in's noise it is judged against (advisor.costs)
+    one_off_within_noise: bool     # |one_off_s| within that noise: nothing to pay back
+    above_ceiling: str             # its rate passed the data-free ceiling beyond the noise: one of the two is wrong
+    above: list[str]               # a ceiling's: the records measured above it (its status "measured" then)
     elapsed_s: float | None
     left_out_steps: list[int]
     started_held: bool
@@ -163,6 +167,7 @@ class PatchDocument(TypedDict, total=False):
     root: str                      # the directory the diff's paths are relative to (verify.patch_root)
     notes: list[PatchNote]
     left_out: dict[str, str]       # kept fixes the patch leaves out: {fix: why} (payback.unpaid)
+    payback: list[dict[str, Any]]  # each kept fix's own one-off, saving, break-even, noise and verdict (payback.shares)
     end_to_end: dict[str, Any]     # the whole run projected before and after (payback.end_to_end)
     verification: Verification
 

@@ -82,17 +82,17 @@ def _rec(name: str, fix: str, one_off: float, saved: float = 0.0, **kw) -> dict:
 def test_the_repeat_is_checked_against_the_noise_and_widens_it_when_it_falls_outside():
     base = _child(10.1)                        # lead-in 10 s
     repeat = _rec("00-baseline-repeat", costs.REPEAT_FIX, 0.8, status="reference")
-    noise = costs.lead_in_noise([repeat], base, rate_noise=0.02)
-    # twice 5% of 10 s (the steps' 2% is steadier than a start-up is allowed to be), at least 1 s
-    assert noise["expected_s"] == pytest.approx(1.0) and noise["noise_s"] == pytest.approx(1.0)
+    noise = costs.lead_in_noise([repeat], base)
+    assert noise["expected_s"] == pytest.approx(1.0) and noise["noise_s"] == pytest.approx(1.0)   # 10% of 10 s
     assert noise["repeat_within_noise"] is True and "note" not in noise
-    noisy = costs.lead_in_noise([repeat], base, rate_noise=0.2)   # a host whose steps vary 20%
-    assert noisy["expected_s"] == pytest.approx(4.0)
+    long = costs.lead_in_noise([repeat], _child(40.1))    # a 40 s lead-in: 4 s
+    assert long["expected_s"] == pytest.approx(4.0) and long["repeat_within_noise"]
+    assert costs.lead_in_noise([repeat], _child(2.1))["expected_s"] == pytest.approx(1.0)   # never under 1 s
     far = {**repeat, "one_off_s": 20.7}         # the image trainer's held repeat against a cold baseline
-    wide = costs.lead_in_noise([far], base, rate_noise=0.02)
+    wide = costs.lead_in_noise([far], base)
     assert wide["repeat_within_noise"] is False and wide["noise_s"] == pytest.approx(20.7)
     assert "20.7 s apart" in wide["note"] and "beyond the 1.0 s expected" in wide["note"]
-    assert costs.lead_in_noise([], base, 0.02)["repeat_within_noise"] is None
+    assert costs.lead_in_noise([], base)["repeat_within_noise"] is None
 
 
 def test_a_one_off_within_the_noise_has_nothing_to_pay_back():
@@ -240,3 +240,11 @@ def test_a_guess_stopped_held_twice_and_starved_of_its_core_reads_the_cold_lead_
         assert measure._cpu_wait(at, "script", "first_step") > 1.0, at
     assert abs(measure.lead_in_s(res) - measure.lead_in_s(cold)) <= costs.LEAD_NOISE_MIN_S, \
         (measure.lead_in_s(res), measure.lead_in_s(cold), at)
+
+
+def test_the_report_reads_a_one_off_within_the_noise_as_nothing_to_pay_back():
+    from advisor.report.view import break_even_text
+
+    assert break_even_text({"break_even_steps": 0, "one_off_s": 0.9, "one_off_within_noise": True}, 40) == \
+        "– (one-off within noise)"
+    assert break_even_text({"break_even_steps": 0, "one_off_s": -0.2, "one_off_within_noise": False}, 40) == "0 steps"

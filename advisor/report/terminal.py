@@ -183,6 +183,8 @@ def print_summary(doc: dict, console: Console) -> None:
     for key, style in (("settled", "yellow"), ("unsettled", "bold yellow"), ("stopped_early", "dim")):
         if summary.get(key):
             console.print(f"[{style}]{escape(str(summary[key]))}[/]")
+    if (summary.get("lead_in") or {}).get("note"):   # the repeat's start-up beyond its noise (advisor.costs)
+        console.print(f"[yellow]{escape(str(summary['lead_in']['note']))}[/]")
     from advisor.headroom import lines as headroom_lines
     for line in headroom_lines(doc.get("roofline")):
         console.print(escape(line), highlight=False)

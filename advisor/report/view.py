@@ -72,6 +72,8 @@ def break_even_text(t: dict, steps_per_epoch) -> str:
     """A trial's break-even: 'N steps' (and epochs where the loader's length is known), 'never'
     for a one-off cost that no step pays back, '–' where there is nothing to pay back."""
     steps, cost = num(t.get("break_even_steps")), num(t.get("one_off_s"))
+    if t.get("one_off_within_noise") and steps == 0:   # advisor.costs: no one-off beyond the lead-in's noise
+        return "– (one-off within noise)"
     if steps is None:
         return "never" if cost is not None and cost > 0 and t.get("status") != "baseline" else "–"
     text = f"{steps:,.0f} steps"
