@@ -288,6 +288,18 @@ def test_a_pair_that_cannot_apply_runs_the_fix_that_can_alone():
         [("channels-last", "the model's input is 3-D")]
 
 
+def test_a_fix_whose_run_time_part_raised_as_it_was_installed_fails_its_trial_as_advisors(tmp_path):
+    """runner/session.py notes a fix whose apply raised and runs the script without it: timed,
+    that run would be judged as the fix (rejected, near 0%). It failed, through advisor."""
+    broken = {**_timed(99.0), "notes": ["intervention 'tf32' failed to apply: AttributeError: no backend"]}
+    speeds = {(): [100.0], ("tf32",): broken}
+    result, _, _ = ladder(tmp_path, speeds, [_finding("tf32", 20.0)])
+    rec = _rec(result, "01-")
+    assert rec["status"] == "failed" and rec["reason"] == "tf32 failed to apply: AttributeError: no backend"
+    assert rec["failure"] == {"kind": "advisor", "exception": None, "message": rec["reason"]}
+    assert result["stack"] == []
+
+
 # ----------------------------------------------------------------------------- the summary
 
 def _doc(trials: list[dict]) -> dict:

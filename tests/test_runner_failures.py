@@ -283,3 +283,24 @@ def test_the_first_cuda_init_is_timed_and_the_original_put_back(monkeypatch):
     tc._lazy_init()
     assert state["calls"] == 1 and startup["cuda_init"] <= startup["cuda_ready"]
     assert tc._lazy_init is fake_lazy_init  # restored after the first init
+
+
+@pytest.mark.parametrize("name, kind, needle", [
+    ("early", "script", "raise ValueError('early')"), ("mid", "script", "raise ValueError('boom')"),
+    ("exit2", "script", "sys.exit(2)"), ("kill9", "environment", None), ("nostep", "environment", None),
+    ("stall", "environment", None), ("hang", "environment", None), ("deaf", "environment", None),
+    ("short", "advisor", None)])
+def test_each_failure_is_named_the_scripts_at_its_line(runs, name, kind, needle):
+    """advisor.failures on the same runs: the script's own error (raised, or a non-zero exit)
+    placed at its line with the line quoted; killed by a signal or stopped at a limit, the
+    environment's; a run too short for the window advisor planned, advisor's."""
+    from advisor import failures
+
+    res, out, err, child = runs[name]
+    f = failures.of_process(res)
+    assert f["kind"] == kind, f
+    if needle is not None:
+        assert f["where"].startswith("train.py:") and needle in f["line"], f
+        assert f["traceback"][-1].endswith(f["line"]) and not any("advisor/" in t for t in f["traceback"])
+    if kind == "environment":
+        assert f["message"] == res["incomplete_reasons"][0] or f["message"].startswith("killed by signal 9 (SIGKILL")
