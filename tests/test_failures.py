@@ -354,6 +354,20 @@ def test_the_report_headline_does_not_count_failed_trials_as_not_faster():
     assert "1 trial(s) failed (1 through the script's error at train.py:31" in verdict
 
 
+def test_the_html_report_names_each_failure_and_flags_advisors(tmp_path):
+    from advisor.report import html as report_html
+
+    ours = {"kind": "advisor", "exception": "RuntimeError", "where": "advisor/interventions/channels_last.py:42",
+            "line": "module.to(memory_format=torch.channels_last)", "message": "required rank 4 tensor",
+            "traceback": ["train.py:9: loss = task(x, y)", "advisor/interventions/channels_last.py:42: module.to()"]}
+    doc = _doc([_failed("01-amp", LOG_ERROR), _failed("02-channels-last", ours)])
+    page = report_html.render_html(doc, tmp_path)
+    assert "the script&#39;s error at train.py:31: log = open(&#39;../result/log_train.txt&#39;, &#39;a&#39;)" in page
+    assert "<b>advisor&#39;s bug at advisor/interventions/channels_last.py:42: module.to(memory_format=" in page
+    assert "please report it" in page and "RuntimeError: required rank 4 tensor</pre>" in page
+    assert "No fix was kept: 2 trial(s) failed (1 through the script&#39;s error at train.py:31" in page
+
+
 def test_the_run_contract_names_a_failure_without_a_kind():
     check_run(_doc([_failed("01-amp", LOG_ERROR)]))
     with pytest.raises(ContractError, match="failure"):
