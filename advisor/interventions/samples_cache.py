@@ -13,6 +13,9 @@ Each process notes what computing the samples cost and what loading or saving th
 (``events``, child.json ``samples_cache``): a process that loaded them counts its one-off cost
 as if it had computed them, and the one that saved them leaves the saving out
 (measure.samples_cache_s), so the patch's payback is judged on the user's cost, not the cache's.
+Each is the process's own time, as its lead-in is (runner/startup.py): its main thread's wait
+for a core left out, or a build timed in a guess niced beside another trial would be charged to
+every trial that loads it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,22 @@ import torch
 ENV = "ADVISOR_SAMPLES_CACHE"
 PROBES = 16
 _events: list[dict] = []
+
+
+def _clock() -> tuple[float, float | None]:
+    from advisor.runner.startup import cpu_wait_s
+
+    return time.perf_counter(), cpu_wait_s()
+
+
+def _own_s(since: tuple[float, float | None]) -> float:
+    """Seconds since ``since`` (_clock), less the main thread's wait for a core meanwhile."""
+    from advisor.runner.startup import cpu_wait_s
+
+    t0, w0 = since
+    wall, w1 = time.perf_counter() - t0, cpu_wait_s()
+    waited = w1 - w0 if w0 is not None and w1 is not None else 0.0
+    return round(max(0.0, wall - waited), 3)
 
 
 def events() -> list[dict]:
@@ -115,18 +134,18 @@ def cached(dataset, kind: str, build):
         return build()
     path = os.path.join(root, f"{kind}-{key}.pt")
     if os.path.exists(path):
-        t0 = time.perf_counter()
+        t0 = _clock()
         try:
             got = torch.load(path, weights_only=False)   # advisor's own file, in its run directory
         except Exception:
             got = None   # a partial or unreadable file: computed again below
         if got is not None:
-            _events.append({"kind": kind, "built_s": got["built_s"], "loaded_s": round(time.perf_counter() - t0, 3)})
+            _events.append({"kind": kind, "built_s": got["built_s"], "loaded_s": _own_s(t0)})
             return got["value"]
-    t0 = time.perf_counter()
+    t0 = _clock()
     value = build()
-    built_s = round(time.perf_counter() - t0, 3)
-    t0 = time.perf_counter()
+    built_s = _own_s(t0)
+    t0 = _clock()
     try:
         os.makedirs(root, exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
@@ -137,5 +156,5 @@ def cached(dataset, kind: str, build):
         os.replace(f"{tmp}.json", path.removesuffix(".pt") + ".json")
     except OSError:
         return value   # a full disk costs the next process the build, not this run
-    _events.append({"kind": kind, "built_s": built_s, "saved_s": round(time.perf_counter() - t0, 3)})
+    _events.append({"kind": kind, "built_s": built_s, "saved_s": _own_s(t0)})
     return value
