@@ -327,7 +327,7 @@ def test_the_summary_counts_failed_trials_apart_and_never_says_none_was_faster()
     # rejected and failed, each counted for what it is
     mixed = [*trials[:2], {"name": "02-amp", "status": "rejected", "reason": "-2%"}]
     assert outcome_lines(_doc(mixed))[1] == (
-        "kept: nothing: 1 trial(s) ran and none was faster beyond the noise; 2 trial(s) failed (2 through the "
+        "kept: nothing: 1 trial(s) measured, not faster beyond the noise; 2 trial(s) failed (2 through the "
         "script's error at train.py:31 (FileNotFoundError): [Errno 2] No such file or directory: "
         "'../result/log_train.txt'; 0 through advisor)")
 

@@ -41,7 +41,9 @@ def _kept(doc: dict) -> str:
     bad = failures.words(trials)
     if not kept:
         ran = [t for t in trials if t.get("status") in ("accepted", "rejected", "unsure")]
-        said = [f"{len(ran)} trial(s) ran and none was faster beyond the noise"] if ran else []
+        # "none was faster" only where every trial ran to a verdict: a failed one was not measured
+        said = [f"{len(ran)} trial(s) ran and none was faster beyond the noise" if not bad else
+                f"{len(ran)} trial(s) measured, not faster beyond the noise"] if ran else []
         said += [bad] if bad else []
         return f"kept: nothing: {'; '.join(said)}" if said else \
             "kept: nothing: no finding proposed a fix advisor can trial here"
