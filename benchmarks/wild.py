@@ -430,6 +430,24 @@ def _num(x, fmt="{:+.1f}") -> str:
     return fmt.format(x) if isinstance(x, (int, float)) else "–"
 
 
+def within_budget(r: dict) -> bool | None:
+    """The whole analyze ended within its budget plus its verification (None: not analyzed)."""
+    wall, budget = r.get("analyze_wall_s") or r.get("wall_s"), r.get("budget_s")
+    if not isinstance(wall, (int, float)) or not isinstance(budget, (int, float)):
+        return None
+    return wall <= budget + (r.get("verify_wall_s") or 0) + 15   # 15 s: the start and the report
+
+
+def summary(doc: dict) -> str:
+    rows = doc["scripts"]
+    ran = [r for r in rows if not r.get("skipped")]
+    over = [r["name"] for r in ran if within_budget(r) is False]
+    return (f"{len(rows)} rows ({len({r['repo'] for r in rows})} repositories): {sum(bool(r.get('completed')) for r in ran)} analyzes "
+            f"completed of {len(ran)} run; {len(rows) - len(ran)} not analyzed; failed trials {sum(r.get('failed_trials') or 0 for r in ran)}, "
+            f"of them advisor's {sum(r.get('advisor_failures') or 0 for r in ran)}, unclassified "
+            f"{sum(r.get('unclassified_failures') or 0 for r in ran)}; over budget + verification: {', '.join(over) or 'none'}")
+
+
 def table(doc: dict) -> str:
     lines = ["| script | repo @ commit | device | completed | trials (failed, advisor's) | kept | patch | command changed "
              "| baseline | verified | authors' fast | repeat one-off s | wall / budget s |",
@@ -450,7 +468,7 @@ def table(doc: dict) -> str:
             f"| {'yes' if r.get('command_changed') else 'no'} | {_rate(r.get('baseline_samples_per_s'))} "
             f"| {_rate(r.get('verified_samples_per_s'))} | {_rate(fast)} | {_num(r.get('repeat_one_off_s'))} "
             f"| {_num(r.get('wall_s'), '{:.0f}')} / {_num(r.get('budget_s'), '{:.0f}')} |")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", summary(doc)])
 
 
 def _select(entries: list[Entry], names: list[str], device: str, picks: bool) -> list[Entry]:
@@ -484,6 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("merge", help="merge scoreboards (the slots of benchmarks/wild.sh) into --scoreboard")
     m.add_argument("boards", nargs="+", type=Path)
     m.add_argument("--scoreboard", type=Path, default=SCOREBOARD)
+    rs = sub.add_parser("rescore", help="read every row's run.json again (after a change to what is read)")
+    rs.add_argument("--scoreboard", type=Path, default=SCOREBOARD)
     t = sub.add_parser("table")
     t.add_argument("--scoreboard", type=Path, default=SCOREBOARD)
     sub.add_parser("list")
@@ -497,6 +517,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.verb == "merge":
         rows = [r for b in args.boards if b.is_file() for r in json.loads(b.read_text())["scripts"]]
+        merge(args.scoreboard, rows)
+        return 0
+    if args.verb == "rescore":
+        doc = json.loads(args.scoreboard.read_text())
+        rows = [{**r, **read_run(Path(r["run_dir"])), "completed": read_run(Path(r["run_dir"]))["completed"] and r.get("analyze_exit") == 0}
+                if r.get("run_dir") and _load(Path(r["run_dir"])) else r for r in doc["scripts"]]
         merge(args.scoreboard, rows)
         return 0
     if args.verb == "table":

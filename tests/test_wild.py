@@ -116,6 +116,7 @@ def test_scoreboard_reads_run_json(tmp_path):
         {"name": "apart-batch-size-x2", "fix": "batch-size", "status": "accepted", "apart": True},
         {"name": "04-compile", "fix": "torch-compile", "status": "rejected"},
         {"name": "05-tf32", "fix": "tf32", "status": "not run"},
+        {"name": "ceiling-data-free", "fix": "cached-batch", "status": "measured"},
     ]
     patch = {"file": "fixes.patch", "command": ["python", "/w/train.py", "--amp", "1", "-j", "1"],
              "verification": {"status": "verified", "samples_per_s": 150.0, "stack_samples_per_s": 160.0, "wall_s": 20.0}}
@@ -145,6 +146,9 @@ def test_scoreboard_reads_run_json(tmp_path):
     text = wild.table(doc)
     assert "| x | o/r @ aaaaaaa | cpu | yes | 5 (2, 1) | 01-amp | verified | yes |" in text
     assert "ImportError: no module named foo" in text
+    assert wild.within_budget({"wall_s": 250.0, "budget_s": 240, "verify_wall_s": 20.0})
+    assert wild.within_budget({"analyze_wall_s": 300.0, "wall_s": 301.0, "budget_s": 240, "verify_wall_s": 20.0}) is False
+    assert "over budget + verification: none" in text
 
 
 def test_a_script_that_fails_as_plain_python_is_recorded_not_analyzed(tmp_path, monkeypatch):
