@@ -124,6 +124,7 @@ class PatchNote(TypedDict, total=False):
     sources: dict[str, list[str]]  # each value it changes: the chain from the call to where it is set
                                    # ("trainer.py:11", "main.py:9", "argv:--numworkers"; "my.yaml:adv.workers")
     followed: dict[str, str]       # each value followed "run time" (the live stack's chain, config.<key>.provenance)
+    switch: dict[str, Any]         # the script's own switch that makes the fix (advisor.patch.switches)
 
 
 class VerificationCheck(TypedDict, total=False):

@@ -1,8 +1,8 @@
 """Run a script as python would (``python HARNESS OUT.json script.py args...``), with each
 DataLoader's arguments followed up the live stack by the runner's own pieces (the Observer's
 _follow_call: advisor.runtime.provenance's Walker, cli_seen's argparse record), and write the
-loaders' config entries ({"value", "where", "provenance"}) and the options the run parsed to
-OUT.json, as the child's config holds them. The layouts' tests (tests/test_provenance.py) feed
+loaders' config entries ({"value", "where", "provenance"}), the options the run parsed and the
+lines of the user's code that ran (runner.lines) to OUT.json, as the child's record holds them. The layouts' tests (tests/test_provenance.py) feed
 them to make_patch; a whole analyze runs the real runner (test_cloud_trainer_end_to_end)."""
 
 import functools
@@ -15,6 +15,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from advisor.runner._util import Patcher
+from advisor.runner.lines import LineRecorder
 from advisor.runner.observe import _LOADER_ARGS
 from advisor.runtime import provenance
 from advisor.runtime import source_ast
@@ -44,13 +45,26 @@ def main() -> None:
                         "where": sites.where(frame), "provenance": walker.at_call(frame, call, _LOADER_ARGS)})
 
     DataLoader.__init__ = init
+    seen_input: dict = {}
+
+    def first_forward(module, args):   # the model's call, where the runner's "input" site is
+        if not seen_input and any(True for _ in module.parameters()):
+            frame = provenance.outside(sys._getframe(1), (ADVISOR_DIR, TORCH_DIR, HERE))
+            shape = list(args[0].shape) if args and isinstance(args[0], torch.Tensor) else None
+            seen_input.update({"value": {"shape": shape}, "where": sites.where(frame)})
+
+    torch.nn.modules.module.register_module_forward_pre_hook(first_forward)
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    lines = LineRecorder(sites.is_script_code, sites.display)   # the lines that ran, as the baseline records them
+    lines.start()
     try:
         runpy.run_path(script, run_name="__main__")
     finally:
+        lines.stop()
         with open(out_path, "w") as fh:
-            json.dump({"loaders": loaders, "cli_options": cli.all_options()}, fh)
+            json.dump({"loaders": loaders, "cli_options": cli.all_options(), "executed_lines": lines.doc(),
+                       "input": seen_input or None}, fh)
 
 
 if __name__ == "__main__":

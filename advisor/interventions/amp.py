@@ -26,6 +26,8 @@ def describe(params) -> str:
 
 def not_applicable(config: dict, environment: dict, params: dict) -> str | None:
     ac = (config.get("autocast") or {}).get("value") or {}
+    if params.get("form") == "script":   # the script's own switch, its own GradScaler (advisor.patch.switches)
+        return None
     # autocast to float32 (nanoGPT's dtype='float32') is on but changes no precision
     if ac.get("enabled", True) and ac.get("dtype") and ac.get("dtype") != "float32":
         return f"the script already uses autocast ({ac.get('dtype')})"
@@ -37,6 +39,8 @@ def not_applicable(config: dict, environment: dict, params: dict) -> str | None:
 
 
 def apply(params) -> None:
+    if params.get("form") == "script":
+        return      # the trial turned the script's own AMP switch on, on its command line
     device = accelerator()
     dtype = _dtype(params)
     active: list = []

@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from . import knobs
+from . import knobs, switches
 from .call_args import dotted_name, find_arg, last_name, positional_args
 from .core import (
     PRIO_CHANNELS_LAST,
@@ -185,6 +185,9 @@ def conversion(ctx: PatchContext, target: str) -> str:
 
 
 def channels_last(ctx: PatchContext, fix: dict, p: dict) -> dict:
+    via = switches.use(ctx, "channels-last", p, "channels-last")
+    if via is not None:
+        return via    # the script's own --channels-last (or its config key), turned on: no edit
     f, stmt, target = model_stmt(ctx, fix, "model.to(memory_format=torch.channels_last)")
     switch = _next_switch(ctx, f, stmt, "channels_last")
     note = _switch_on(ctx, f, switch) if switch is not None else None
@@ -302,7 +305,16 @@ def _last_feeding(block: list, i: int, j: int) -> int:
 
 def amp(ctx: PatchContext, fix: dict, p: dict) -> dict:
     """Autocast around the model call and the loss computed from it, stopping before
-    ``.backward()`` and before statements the loss does not depend on."""
+    ``.backward()`` and before statements the loss does not depend on. The script's own AMP
+    switch is turned on instead where it runs the dtype the trial measured (advisor.patch.switches),
+    and always for the script's form (``form: "script"``, its own trial)."""
+    want = p.get("dtype") or "bfloat16"
+    via = switches.use(ctx, "amp", p, "amp",
+                       form_ok=lambda s: s.form.get("dtype") == want and (want != "float16" or s.form.get("scaler")))
+    if via is not None:
+        return {**via, "changes_numerics": True}
+    if p.get("form") == "script":
+        raise SkipFix(f"the script's own AMP switch {p.get('switch')} was not found to turn on")
     f, line, stmt = _input_stmt(ctx, fix)
     node = f.parent.get(f.parent.get(stmt))      # stmt → its block → else: of an `if <switch>:`
     if isinstance(node, cst.Else) and isinstance(f.parent.get(node), cst.If) and \
@@ -363,7 +375,11 @@ _BCE = re.compile(r"\bBCELoss\b|\bbinary_cross_entropy\s*\(")
 def torch_compile(ctx: PatchContext, fix: dict, p: dict) -> dict:
     """``model.compile()`` in place (Module.compile): ``model = torch.compile(model)`` would bind
     the name to a wrapper whose state_dict keys start with ``_orig_mod.``, and the script's
-    checkpoints would no longer load into the plain model."""
+    checkpoints would no longer load into the plain model. The script's own compile switch is
+    turned on instead where the trial compiled with the default mode (advisor.patch.switches)."""
+    via = switches.use(ctx, "torch-compile", p, "torch-compile", form_ok=lambda s: p.get("mode") in (None, "default"))
+    if via is not None:
+        return via
     f, stmt, target = model_stmt(ctx, fix, "model.compile()", key="first_model")   # what the trial compiled
     mode = p.get("mode") if p.get("mode") != "default" else None
     code = f'{target}.compile(mode="{mode}")' if mode else f"{target}.compile()"

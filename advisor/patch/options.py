@@ -72,10 +72,29 @@ def argparse_option(ctx: PatchContext, files: list[SourceFile], key: str, new: s
                 continue
             if passed is not None:
                 return _on_command_line(passed, new, what)
+            added = _added_on_command_line(ctx, key, opts, new, what)
+            if added is not None:
+                return added
             ctx.on_node(g, call, lambda c: set_arg(c, "default", new))
             return [f"{what}: the default of {'/'.join(o for o in opts if o.startswith('-')) or key} "
                     f"becomes {new} at {location(g, g.line_of(call))}"], {"source": [location(g, g.line_of(call))]}
     return None
+
+
+def _added_on_command_line(ctx: PatchContext, dest: str, opts: list[str], new: str, what: str):
+    """An option the run parsed (config ``cli_options``, advisor.runtime.cli_seen) and the command
+    line did not give: the recommended command adds it, the code is not edited. None where the
+    run recorded no such option (a run.json from before, a parser advisor did not see)."""
+    from . import provenance
+
+    recorded = [o for o in ((ctx.config.get("cli_options") or {}).get("value") or [])
+                if isinstance(o, dict) and o.get("dest") == dest and set(o.get("options") or []) & set(opts)]
+    if len(recorded) != 1 or recorded[0].get("given"):
+        return None
+    got = provenance.follow(ctx, [{**recorded[0], "kind": "option"}], new, what)
+    if got is not None:
+        got[1].pop("followed", None)     # the static chain's, ending at an option the run recorded
+    return got
 
 
 # ----------------------------------------------------------------------------- click, typer

@@ -25,7 +25,7 @@ def trial_name(n: int, cand: Candidate) -> str:
 
 
 def _part_name(cand: Candidate) -> str:
-    values = [str(v) for v in cand.params.values() if not isinstance(v, bool)]
+    values = [str(v) for v in cand.params.values() if not isinstance(v, (bool, list, dict))]
     return cand.name + (f"-{'-'.join(values)}" if cand.group and values else "")
 
 

@@ -21,6 +21,7 @@ from advisor import engine, failures, fixes, measure
 from advisor.contracts import TrialRecord
 from advisor.runtime import SAMPLES_VARY
 from advisor.trials import apart, compile_book, guesses, reference, rungs, scaling, stopping
+from advisor.trials import script_forms
 from advisor.trials.candidates import Candidate, candidates_from_findings
 from advisor.trials.ceiling import NAME as CEILING
 from advisor.trials.gpus import ParallelRunner
@@ -135,7 +136,9 @@ class _Ladder:
 
     def run(self) -> dict:
         try:
-            self.queue = candidates_from_findings(self.ctx.baseline_findings, self.ctx.environment, self.ctx.only)
+            self.queue = script_forms.add(candidates_from_findings(self.ctx.baseline_findings, self.ctx.environment,
+                                                                   self.ctx.only),
+                                          self.ctx.script, self.ctx.script_args, self.ctx.baseline)
             self._expect()
             reference.measure_reference(self)
             if self.result.get("unsettled") and self.ctx.only is None:   # nothing can be judged: nothing more runs

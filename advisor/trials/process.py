@@ -197,8 +197,12 @@ def _spec(ctx: TrialContext, name: str, stack: list[Candidate], profile: bool = 
     """first (by default: profiled): the trial's first process, its last candidate new. When
     every part of that candidate refuses to apply, the run stops there (stop_if_refused): the
     rest of it would time the stack before it again. A re-timing runs to its end whatever."""
-    spec = specs.trial_spec(ctx.script, ctx.script_args, ctx.run_dir, ctx.opts, name,
-                            [*ctx.applied, *(s for c in stack for s in c.as_specs())], profile, quiet_s(ctx.lookahead))
+    from advisor.patch.switches import trial_args
+
+    applied = [*ctx.applied, *(s for c in stack for s in c.as_specs())]
+    # a fix in the script's own form turns on the script's switch on its command line
+    spec = specs.trial_spec(ctx.script, trial_args(ctx.script_args, applied), ctx.run_dir, ctx.opts, name,
+                            applied, profile, quiet_s(ctx.lookahead))
     if (profile if first is None else first) and stack:
         spec["stop_if_refused"] = sorted({p.name for p in stack[-1].parts})
     if ctx.slot is not None and ctx.slot.gpu is not None:   # a GPU of its own (trials.gpus), set before the script's first line
