@@ -136,3 +136,33 @@ def test_own_switches_end_to_end(tmp_path):
     checks = {c["fix"]: c for c in patch["verification"]["checks"]}
     assert checks["amp"]["took_effect"] and checks["amp"]["observed"] == "autocast bfloat16", checks
     assert checks["channels-last"]["took_effect"], checks
+
+
+def test_training_arguments_from_the_command_line(tmp_path):
+    """HfArgumentParser fills TrainingArguments from the command line: the fields a fix sets
+    (bf16, dataloader_num_workers) are passed on the recommended command, not written into the
+    code, where the run's parser read them; the command line's own word is changed."""
+    import pytest
+
+    pytest.importorskip("transformers")
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "train.py").write_text(textwrap.dedent("""
+        from transformers import HfArgumentParser, TrainingArguments
+
+        parser = HfArgumentParser(TrainingArguments)
+        (training_args,) = parser.parse_args_into_dataclasses()
+        print(training_args.bf16, training_args.dataloader_num_workers)
+        """).lstrip())
+    argv = ["--output_dir", "out", "--dataloader_num_workers", "1", "--report_to", "none"]
+    child = _baseline(root, "train.py", argv)
+    opts = {o["dest"]: o for o in child["config"]["cli_options"]["value"]}
+    assert opts["bf16"]["parser"] == "HfArgumentParser" and not opts["bf16"]["given"]
+    assert opts["dataloader_num_workers"]["given"] and opts["dataloader_num_workers"]["value"] == "1"
+    fixes = [{"intervention": "amp", "params": {}}, {"intervention": "dataloader-workers", "params": {"num_workers": 8}}]
+    diff, notes = make_patch(str(root / "train.py"), fixes, child["config"], cwd=str(root),
+                             executed=child["executed_lines"], argv=argv)
+    assert all(n["applied"] for n in notes) and "set_defaults" not in diff, (notes, diff)
+    command = verify.recommended_command("train.py", argv, notes)
+    assert command[command.index("--dataloader_num_workers") + 1] == "8", command
+    assert command[command.index("--bf16") + 1] == "True", command

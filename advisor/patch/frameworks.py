@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from . import knobs
+from . import knobs, options
 from .call_args import (
     code_of,
     dotted_name,
@@ -201,7 +201,13 @@ def _from_parser(ctx: PatchContext, parser: _Call, items: list[tuple[str, str]],
     changes, defaults, edits = [], [], []
     for arg, value in items:
         flag, new, old = f"--{arg}", value.strip("\"'"), _passed(ctx.argv, f"--{arg}")
-        if old is None:
+        # an option the run's parser read (config cli_options) that the command line did not
+        # give: the recommended command passes it, no code edit (advisor.patch.switches' rule)
+        added = options._added_on_command_line(ctx, arg, [flag], value, arg) if old is None else None
+        if added is not None:
+            edits += added[0]
+            changes += added[1].get("argv_changes") or []
+        elif old is None:
             defaults.append((arg, value))
         elif old == "" and new != "True":     # a bare flag has no value argv_changes could replace
             add_warning(extra, f"the command line passes {flag}: pass {flag} {new} instead")
