@@ -164,6 +164,38 @@ def test_a_failure_inside_advisors_own_code_is_advisors_with_the_scripts_line_it
                                          "script's task.py:")
 
 
+def test_out_of_memory_in_the_scripts_code_is_the_environments():
+    from advisor.runner import tracebacks
+
+    def step():
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    try:
+        step()
+    except torch.OutOfMemoryError as e:
+        got = tracebacks.describe(e, cwd=os.path.dirname(__file__))
+    assert got["kind"] == "environment" and got["exception"] == "OutOfMemoryError"
+    assert got["where"] == f"test_failures.py:{line_of(__file__, 'raise torch.OutOfMemoryError(')}"
+
+
+def test_the_call_in_progress_is_read_from_the_line_where_python_records_no_position():
+    """python 3.10 records no instruction position: the line's only call is the one in
+    progress (a wrapper's ``return orig(*a, **k)``), and a line of several calls tells none."""
+    import sys as _sys
+
+    from advisor.runner.tracebacks import _call_in_progress
+
+    def orig(*a):
+        caller = _sys._getframe(1)
+        return caller, caller.f_lineno
+
+    frame, line = orig(1)   # this frame, at this line
+    call = _call_in_progress(frame, line, None)
+    assert call is not None and call.func.id == "orig"
+    _, line = orig(orig(2))   # two calls on one line
+    assert _call_in_progress(frame, line, None) is None
+
+
 # The issue's research repository: run from src/, it appends to ../result/log_train.txt, which
 # exists only where its authors run it. Here it does not: the script's own error, at its line.
 LOGS = """
