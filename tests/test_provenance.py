@@ -106,6 +106,17 @@ def test_cloud_trainer_flag_not_given_is_added_to_the_command(cloud):
     assert command == ["python", "main.py", "--numworkers", "8"]
 
 
+def test_cloud_trainer_batch_size_from_its_flag(cloud):
+    """batch-size's factor on a batch that comes from --batchsize: the command passes the larger
+    batch (the option's own value times the factor), the call is not rewritten."""
+    argv = ["--batchsize", "16", "--numworkers", "0"]
+    loader = _run(cloud, "main.py", argv)["loaders"][0]
+    diff, note, command = _patch(cloud, "main.py", argv, loader,
+                                 fixes=[{"intervention": "batch-size", "params": {"factor": 2}}])
+    assert not diff and note["argv_changes"] == [{"flag": "--batchsize", "from": "16", "to": "32"}], (note, diff)
+    assert command == ["python", "main.py", "--batchsize", "32", "--numworkers", "0"]
+
+
 def test_static_chain_alone_misses_the_cloud_trainer(cloud):
     """What the run-time chain fixes: the static chain from the call stops at the parameter the
     method reassigns, and the note can only ask for the value (the issue's "did not take

@@ -256,6 +256,9 @@ def batch_size(ctx: PatchContext, fix: dict, p: dict) -> dict:
     found = find_arg(call, "batch_size", _DL_POS["batch_size"])
     if found is not None and is_literal(found[1].value, None):
         raise SkipFix(f"the DataLoader at {here} has batch_size=None")
+    through = _batch_on_command_line(ctx, here, factor)
+    if through is not None:
+        return through
     if found is None:
         new_code, value = f"batch_size={factor}", cst.Integer(str(factor))
     elif isinstance(found[1].value, cst.Integer):
@@ -279,6 +282,28 @@ def batch_size(ctx: PatchContext, fix: dict, p: dict) -> dict:
             return s.with_changes(leading_lines=[*lines, cst.EmptyLine(comment=cst.Comment(LR_COMMENT))])
         ctx.on_node(f, stmt, comment)
     return applied(here, [new_code, "comment: scale the learning rate with the batch"], changes_numerics=True)
+
+
+def _batch_on_command_line(ctx: PatchContext, here: str, factor: int) -> dict | None:
+    """A batch size that comes from a command-line option (the run's chain: config
+    ``dataloader.provenance.batch_size``): the command passes it ``factor`` times larger, given
+    or not, the code is not edited. None for any other source (the call's expression is scaled)."""
+    chain = provenance.chain_of(ctx, "dataloader", "batch_size")
+    end = provenance.origin(chain)
+    if end is None or end.get("kind") != "option":
+        return None
+    old = end.get("value") if end.get("given") else end.get("default")
+    try:
+        new = int(str(old)) * factor
+    except (TypeError, ValueError):
+        return None
+    got = provenance.follow(ctx, chain, str(new), "batch_size")
+    if got is None or not got[1].get("argv_changes"):
+        return None
+    edits, fields = got
+    fields.pop("followed", None)
+    return applied(here, [*edits, "scale the learning rate with the batch"], changes_numerics=True,
+                   sources={"batch_size": fields.pop("source", [])}, **fields)
 
 
 def _dataset_arg(ctx: PatchContext, fix: dict) -> tuple[SourceFile, cst.Call, str, str, bool]:

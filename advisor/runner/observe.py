@@ -507,9 +507,11 @@ class Observer:
         if frame is None:
             return
         call = provenance.context_call(frame, ("autocast",))
-        if call is not None:   # torch.autocast(device_type, dtype, enabled); torch.cuda.amp.autocast(enabled, dtype)
-            where = provenance.positions(frame, call, ("enabled", "dtype")) or {"enabled": 2, "dtype": 1}
-            entry["provenance"] = self.walker.at_call(frame, call, where)
+        if call is None:
+            return   # not the script's own `with` (advisor's amp trial enters it from a forward hook)
+        # torch.autocast(device_type, dtype, enabled); torch.cuda.amp.autocast(enabled, dtype)
+        where = provenance.positions(frame, call, ("enabled", "dtype")) or {"enabled": 2, "dtype": 1}
+        entry["provenance"] = self.walker.at_call(frame, call, where)
         switches = [{"test": provenance.sa.code(test), "taken": taken, "chain": self.walker.of_expr(frame, test)}
                     for test, taken in provenance.gates(frame, frame.f_lineno)[:3]]
         if switches:
