@@ -1,9 +1,11 @@
 """Run a script as python would (``python HARNESS OUT.json script.py args...``), with each
 DataLoader's arguments followed up the live stack by the runner's own pieces (the Observer's
 _follow_call: advisor.runtime.provenance's Walker, cli_seen's argparse record), and write the
-loaders' config entries ({"value", "where", "provenance"}), the options the run parsed and the
-lines of the user's code that ran (runner.lines) to OUT.json, as the child's record holds them. The layouts' tests (tests/test_provenance.py) feed
-them to make_patch; a whole analyze runs the real runner (test_cloud_trainer_end_to_end)."""
+loaders' config entries ({"value", "where", "provenance"}), the options the run parsed, the
+model's first call and the lines of the user's code that ran (runner.lines) to OUT.json, as
+the child's record holds them. The layouts' tests (tests/test_provenance.py,
+tests/test_switches.py) feed them to make_patch; a whole analyze runs the real runner (their
+end-to-end tests)."""
 
 import functools
 import json
@@ -17,8 +19,7 @@ from torch.utils.data import DataLoader
 from advisor.runner._util import Patcher
 from advisor.runner.lines import LineRecorder
 from advisor.runner.observe import _LOADER_ARGS
-from advisor.runtime import provenance
-from advisor.runtime import source_ast
+from advisor.runtime import provenance, source_ast
 from advisor.runtime.cli_seen import CliSeen
 from advisor.runtime.sites import ADVISOR_DIR, SiteFinder
 

@@ -411,3 +411,32 @@ def test_cloud_trainer_end_to_end(cloud, tmp_path):
     check = next(c for c in ver["checks"] if c["fix"] == "dataloader-workers")
     assert check["took_effect"] and check["observed"] == "num_workers=2", check
     assert doc["config"]["dataloader"]["source"]["num_workers"][-1] == "argv:--numworkers"
+
+
+def test_options_given_are_read_as_argparse_matches_them():
+    """cli_seen: which options the arguments gave, word by word as argparse reads them (the parse
+    itself is not repeated)."""
+    import argparse
+
+    from advisor.runner._util import Patcher
+    from advisor.runtime.cli_seen import CliSeen
+
+    seen, patches = CliSeen(), Patcher()
+    seen.install(patches)
+    try:
+        p = argparse.ArgumentParser()
+        p.add_argument("--numworkers", type=int, default=None)
+        p.add_argument("-j", "--jobs", type=int, default=2)
+        p.add_argument("--amp", action="store_true")
+        p.add_argument("--lr", type=float, default=0.1)
+        p.add_argument("--out", default="o")
+        p.add_argument("rest", nargs="*")
+        ns = p.parse_args(["--numw", "1", "-j4", "--amp", "--", "--lr", "3"])
+    finally:
+        patches.undo()
+    got = {k: seen.of_namespace(ns, k) for k in ("numworkers", "jobs", "amp", "lr", "out")}
+    assert (got["numworkers"].given, got["numworkers"].flag, got["numworkers"].value) == (True, "--numw", "1")
+    assert (got["jobs"].flag, got["jobs"].value) == ("-j", "4")
+    assert got["amp"].given and got["amp"].action == "store_true" and got["amp"].value is None
+    assert not got["lr"].given and got["lr"].default == 0.1      # after "--": a positional's word
+    assert not got["out"].given and seen.matching("jobs", 4) is got["jobs"]

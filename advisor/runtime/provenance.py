@@ -93,6 +93,13 @@ def _attr(obj, name: str):
     if isinstance(got, (property, functools.cached_property)) or hasattr(type(got), "__get__") and \
             not isinstance(got, (types.FunctionType, staticmethod, classmethod, type)):
         raise Unknown(name)
+    own = getattr(obj, "__dict__", {}) if not isinstance(obj, type) else {}
+    if isinstance(got, types.FunctionType) and not isinstance(obj, type) and name not in own:
+        return types.MethodType(got, obj)           # a method, bound as the call binds it
+    if isinstance(got, classmethod):
+        return types.MethodType(got.__func__, obj if isinstance(obj, type) else type(obj))
+    if isinstance(got, staticmethod):
+        return got.__func__
     return got
 
 
@@ -556,7 +563,7 @@ class Walker:
                         if isinstance(held, dict) and key in held or isinstance(a, ast.Dict):
                             hits.append((n.lineno, a, "update"))
             hits.sort(key=lambda h: h[0])
-            for line, value, how in reversed(hits):
+            for _line, value, how in reversed(hits):
                 if how == "assign":
                     held = self._peek_or(value, where, _UNREAD)
                     if isinstance(value, (ast.Dict, ast.Call)) and not self._holds(value, key, where):
