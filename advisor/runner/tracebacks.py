@@ -32,7 +32,7 @@ _ADVISOR = os.path.realpath(ADVISOR_DIR) + os.sep
 _ROOT = os.path.dirname(os.path.realpath(ADVISOR_DIR))
 # what an exhausted device or host raises: the process ran out of memory, not into a bug
 _OOM_TYPES = ("OutOfMemoryError", "MemoryError")
-_OOM_TEXT = ("out of memory", "CUDA error: out of memory")
+_OOM_TEXT = ("out of memory",)   # "CUDA out of memory", "CUDA error: out of memory"
 
 
 def describe(exc: BaseException, cwd: str | None = None) -> dict:
