@@ -211,6 +211,30 @@ def test_dataclass_config_field_default_is_edited_where_it_is_declared(tmp_path)
     assert note["sources"]["num_workers"][-1] == "config.py:7", note
 
 
+def test_attrs_config_field_default(tmp_path):
+    pytest.importorskip("attrs")
+    root = _project(tmp_path, {"train.py": """
+        import attrs
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+
+        @attrs.define
+        class Loader:
+            workers: int = 1
+            batch: int = attrs.field(default=4)
+
+
+        cfg = Loader()
+        DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=cfg.batch, num_workers=cfg.workers)
+        """})
+    loader = _run(root, "train.py", [])["loaders"][0]
+    assert _kinds(loader["provenance"]["num_workers"]) == ["arg", "field", "literal"], loader
+    assert _kinds(loader["provenance"]["batch_size"]) == ["arg", "field", "literal"], loader
+    diff, _note, _command = _patch(root, "train.py", [], loader)
+    assert "+    workers: int = 8" in diff.splitlines(), diff
+
+
 def test_dataclass_filled_from_the_command_line(tmp_path):
     """``Config(num_workers=args.workers)``: the field's value is the option's, given."""
     root = _project(tmp_path, {"train.py": """
