@@ -144,11 +144,32 @@ def samples_cache_s(child: dict) -> float:
 def compile_cache_s(child: dict) -> float:
     """What torch.compile would have taken without the analyze's compile cache, beyond what it
     took: the stack's cold compile (trials.compile_book) less the load, where the process loaded
-    every graph. The user's first run of fixes.patch compiles them."""
+    every graph. The user's first run of fixes.patch compiles them. Both are the processes' own
+    time (own_share), as the lead-in is."""
     cold, took = child.get("compile_cold_s"), child.get("compile_s")
-    if isinstance(cold, (int, float)) and isinstance(took, (int, float)) and cold > took:
-        return cold - took
+    if isinstance(cold, (int, float)) and isinstance(took, (int, float)) and cold > took * own_share(child):
+        return cold - took * own_share(child)
     return 0.0
+
+
+def own_share(child: dict) -> float:
+    """The share of the process's start-up, from its script's first line to its last untimed
+    step (its holds and stops left out), that its main thread did not spend waiting for a core:
+    what a figure torch or a library timed inside that start-up (a compile's seconds) is taken
+    at, as its own time. 1 where the waits were not noted."""
+    at = child.get("startup") or {}
+    script, waits = at.get("script"), at.get("cpu_wait") or {}
+    if not isinstance(script, (int, float)) or not isinstance(waits.get("script"), (int, float)):
+        return 1.0
+    ends, step_waits, first = child.get("warmup_step_ends") or [], child.get("warmup_step_cpu_wait") or [], at.get("first_step")
+    if ends and len(step_waits) == len(ends) and isinstance(first, (int, float)) and abs(ends[0] - first) < 1.0:
+        end, waited = ends[-1], step_waits[-1] - waits["script"]   # these steps are this process's
+    elif isinstance(first, (int, float)) and isinstance(waits.get("first_step"), (int, float)):
+        end, waited = first, waits["first_step"] - waits["script"]
+    else:
+        return 1.0
+    span = end - script - _covered(_spans(_holds(at), at.get("stopped")), script, end)
+    return min(1.0, max(0.0, 1.0 - max(0.0, waited) / span)) if span > 0 else 1.0
 
 
 def one_off_s(child: dict, base: dict) -> float | None:

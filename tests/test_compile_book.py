@@ -50,3 +50,27 @@ def test_nothing_is_written_beside_a_compile_cache_that_is_the_users_own(tmp_pat
     assert compile_book.book_path(spec) is None
     compile_book.settle({"compile_s": 42.0, "compile_cache": {"misses": 2}}, spec)
     assert list(tmp_path.iterdir()) == []
+
+
+def _started(compile_s: float, waited_s: float, span_s: float = 40.0, **kw) -> dict:
+    """A process whose start-up (script to its last warm-up step) took span_s of wall time,
+    waited_s of it with its main thread waiting for a core."""
+    at = {"script": 100.0, "first_step": 100.0 + span_s, "cpu_wait": {"script": 1.0, "first_step": 1.0 + waited_s}}
+    return {"compile_s": compile_s, "startup": at, **kw}
+
+
+def test_the_book_keeps_the_compile_as_the_process_own_time(tmp_path):
+    """A guess that compiled niced beside another trial's start-up, waiting for a core a quarter of
+    its start-up, books three quarters of its 40 s compile: the lead-in leaves its waits out, and
+    so does what every process that loads the graphs is charged."""
+    spec = _spec(tmp_path, ("torch-compile", {}))
+    compile_book.settle(_started(40.0, 10.0, compile_cache={"misses": 2}), spec)
+    assert list(json.loads((tmp_path / "advisor-compiles.json").read_text()).values()) == [30.0]
+    loaded = _started(4.0, 20.0, compile_cache={"hits": 2})      # its load, half of it waiting for a core
+    compile_book.settle(loaded, spec)
+    assert loaded["compile_cold_s"] == 30.0
+    assert measure.own_share(loaded) == 0.5 and measure.compile_cache_s(loaded) == 30.0 - 2.0
+    # held or stopped time is no part of the span the share is taken over
+    held = _started(4.0, 10.0, span_s=60.0, compile_cache={"hits": 2})
+    held["startup"]["holds"] = [[110.0, 130.0]]
+    assert measure.own_share(held) == 0.75

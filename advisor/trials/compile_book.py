@@ -22,7 +22,7 @@ import os
 import threading
 from pathlib import Path
 
-from advisor import fixes, specs
+from advisor import fixes, measure, specs
 from advisor.runner._util import write_json_atomic
 
 BOOK = "advisor-compiles.json"
@@ -56,14 +56,17 @@ def settle(child: dict, spec: dict) -> None:
     took, use, path = child.get("compile_s"), child.get("compile_cache") or {}, book_path(spec)
     if not isinstance(took, (int, float)) or took <= 0 or path is None:
         return
+    # its own time, as its lead-in counts it: a guess compiling niced beside another trial's
+    # start-up waited for cores, and every process that loads the graphs would be charged that
+    own = float(took) * measure.own_share(child)
     key = graphs_key(spec)
     with _lock:
         book = _read(path)
         if use.get("misses"):
             if key not in book:
-                book[key] = round(float(took), 3)
+                book[key] = round(own, 3)
                 _write(path, book)
-        elif use.get("hits") and isinstance(book.get(key), (int, float)) and book[key] > took:
+        elif use.get("hits") and isinstance(book.get(key), (int, float)) and book[key] > own:
             child["compile_cold_s"] = book[key]
 
 
