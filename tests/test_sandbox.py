@@ -193,3 +193,19 @@ def test_with_the_hooks_alone_a_write_past_them_is_listed(tmp_path, capfd):
     assert res["sandbox"]["kind"] == "python"
     assert res["sandbox"]["unredirected"] == [str((proj / "native.txt").resolve())]
     assert not (proj / "python.txt").exists()
+
+
+def test_the_scripts_own_error_inside_a_hooked_call_shows_the_scripts_traceback(tmp_path, capfd):
+    """os.mkdir of a directory that exists raises in the sandbox's hook, where the real call it
+    passes on raised: the script's error, printed with the script's frames alone."""
+    proj = tmp_path / "proj"
+    (proj / "out").mkdir(parents=True)
+    script = write(proj / "train.py", """
+        import os
+        os.mkdir("out")
+    """)
+    res = run_child(_trial(script, proj, tmp_path, profile_steps=0), timeout=120, step_timeout=60)
+    err = capfd.readouterr().err
+    assert "FileExistsError" in err and 'train.py", line 2' in err
+    assert "sandbox_hooks.py" not in err, err
+    assert res["exit"]["failure"]["kind"] == "script"

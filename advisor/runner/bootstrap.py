@@ -282,6 +282,27 @@ def _in_dir(tb, prefix: str) -> bool:
     return os.path.realpath(fn).startswith(prefix) if not fn.startswith("<") else False
 
 
+def _raised_in_advisor(entries: list, prefix: str) -> bool:
+    """Did advisor's own code raise, not a call it passes on (the sandbox's ``real_mkdir(...)``
+    raising the FileExistsError the script's own mkdir would have: the script's error)?"""
+    try:
+        from advisor.runner.tracebacks import passes_through
+    except Exception:   # noqa: BLE001 - without it, the innermost frame decides
+        return _in_dir(entries[-1], prefix)
+    for i in range(len(entries) - 1, -1, -1):
+        tb = entries[i]
+        if not _in_dir(tb, prefix):
+            return False
+        nxt = entries[i + 1].tb_frame if i + 1 < len(entries) else None
+        try:   # the instruction's position (3.11+): which call on the line raised
+            pos = next(p for k, p in enumerate(tb.tb_frame.f_code.co_positions()) if k == tb.tb_lasti // 2)
+        except Exception:   # noqa: BLE001 - python < 3.11: the line alone
+            pos = None
+        if not passes_through(tb.tb_frame, tb.tb_lineno, pos, nxt):
+            return True
+    return False
+
+
 def _trim_traceback(exc: BaseException, advisor_dir: str) -> None:
     """Drop advisor's frames (bootstrap, wrappers) from the tracebacks python will print, unless
     the error was raised inside advisor itself (then it is advisor's bug: show everything)."""
@@ -304,7 +325,7 @@ def _trim_traceback(exc: BaseException, advisor_dir: str) -> None:
             tb = tb.tb_next
         # an interrupt lands wherever the interpreter is, advisor's line tracer included:
         # that is not advisor's error, and the user's frames are what they need to see
-        if not entries or (_in_dir(entries[-1], prefix) and not isinstance(e, KeyboardInterrupt)):
+        if not entries or (_raised_in_advisor(entries, prefix) and not isinstance(e, KeyboardInterrupt)):
             continue
         kept = [t for t in entries if not _in_dir(t, prefix)]
         for a, b in zip(kept, kept[1:]):

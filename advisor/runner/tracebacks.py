@@ -95,7 +95,7 @@ def _entries(exc: BaseException, finder: SiteFinder) -> list[_Entry]:
         nxt = raw[k + 1][0] if k + 1 < len(raw) else None
         name = frame.f_code.co_filename
         owner = _owner(name, finder)
-        if owner == "advisor" and not name.startswith("<") and _passes_through(frame, lineno, pos, nxt):
+        if owner == "advisor" and not name.startswith("<") and passes_through(frame, lineno, pos, nxt):
             owner = "advisor-pass"
         out.append(_Entry(owner, _display(name, lineno, finder), linecache.getline(name, lineno).strip()))
     return out
@@ -161,7 +161,7 @@ def _message(exc: BaseException) -> str:
     return text[len(name) + 2:] if text.startswith(name + ": ") else ("" if text == name else text)
 
 
-def _passes_through(frame: types.FrameType, lineno: int, pos, nxt: types.FrameType | None) -> bool:
+def passes_through(frame: types.FrameType, lineno: int, pos, nxt: types.FrameType | None) -> bool:
     """Whether the call in progress on this advisor line is a call of what it wraps: a plain
     name bound in the frame (a local, or a closure's: ``real_open(...)``, ``orig(*a, **k)``)
     to a builtin, or to a function that is not advisor's and is the frame entered next."""
