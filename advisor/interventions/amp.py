@@ -21,6 +21,9 @@ def _dtype(params) -> torch.dtype:
 
 
 def describe(params) -> str:
+    if params.get("form") == "script":
+        scaler = " with its GradScaler" if params.get("scaler") else ""
+        return f"the script's own AMP ({params.get('switch')}): autocast {params.get('dtype') or 'float16'}{scaler}"
     return f"autocast {params.get('dtype') or 'bfloat16'} around forward and loss"
 
 
