@@ -442,10 +442,13 @@ def summary(doc: dict) -> str:
     rows = doc["scripts"]
     ran = [r for r in rows if not r.get("skipped")]
     over = [r["name"] for r in ran if within_budget(r) is False]
-    return (f"{len(rows)} rows ({len({r['repo'] for r in rows})} repositories): {sum(bool(r.get('completed')) for r in ran)} analyzes "
-            f"completed of {len(ran)} run; {len(rows) - len(ran)} not analyzed; failed trials {sum(r.get('failed_trials') or 0 for r in ran)}, "
-            f"of them advisor's {sum(r.get('advisor_failures') or 0 for r in ran)}, unclassified "
-            f"{sum(r.get('unclassified_failures') or 0 for r in ran)}; over budget + verification: {', '.join(over) or 'none'}")
+    failed = sum(r.get("failed_trials") or 0 for r in ran)
+    theirs = sum(r.get("advisor_failures") or 0 for r in ran)
+    unknown = sum(r.get("unclassified_failures") or 0 for r in ran)
+    done = sum(bool(r.get("completed")) for r in ran)
+    return (f"{len(rows)} rows ({len({r['repo'] for r in rows})} repositories): {done} analyzes completed of {len(ran)} run; "
+            f"{len(rows) - len(ran)} not analyzed; failed trials {failed}, of them advisor's {theirs}, unclassified {unknown}; "
+            f"over budget + verification: {', '.join(over) or 'none'}")
 
 
 def table(doc: dict) -> str:

@@ -129,7 +129,8 @@ def test_scoreboard_reads_run_json(tmp_path):
     assert got["repeat_one_off_s"] == -0.4 and got["analyze_wall_s"] == 231.5 and got["verified_samples_per_s"] == 150.0
     assert [f["kind"] for f in got["failures"]] == ["advisor", "script"]
 
-    (run / "run.json").write_text(json.dumps(_doc(trials[:2], {"file": None, "command": ["python", "/w/train.py", "--amp", "0", "-j", "1"]})))
+    unchanged = {"file": None, "command": ["python", "/w/train.py", "--amp", "0", "-j", "1"]}
+    (run / "run.json").write_text(json.dumps(_doc(trials[:2], unchanged)))
     same = wild.read_run(run)
     assert same["patch_status"] == "none" and not same["command_changed"] and same["failed_trials"] == 0
     assert wild.read_run(tmp_path / "nothing") == {"completed": False, "run_json": False}
@@ -170,3 +171,33 @@ def test_a_script_that_fails_as_plain_python_is_recorded_not_analyzed(tmp_path, 
                        gpu="python train.py", requires=["no_such_module_here"])
     assert wild.run_entry(needs, "cpu", 60, 30, 0, tmp_path / "runs", fast=False)["skipped"] == \
         "needs no_such_module_here (not installed)"
+
+
+def test_fetch_extracts_the_listed_paths_at_the_commit_from_a_snapshot(tmp_path, monkeypatch):
+    work = tmp_path / "upstream"
+    (work / "src" / "pkg").mkdir(parents=True)
+    (work / "src" / "pkg" / "train.py").write_text("print('v1')\n")
+    (work / "other.py").write_text("x = 1\n")
+    (work / "run.sh").write_text("#!/bin/sh\n")
+    (work / "run.sh").chmod(0o755)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q", str(work)], check=True)
+    subprocess.run([*git, "-C", str(work), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(work), "commit", "-qm", "v1"], check=True)
+    commit = subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (work / "src" / "pkg" / "train.py").write_text("print('v2')\n")
+    subprocess.run([*git, "-C", str(work), "commit", "-qam", "v2"], check=True)
+    mirror = tmp_path / "mirror" / "own+proj"
+    mirror.mkdir(parents=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirror / "repo")], check=True)
+    monkeypatch.setenv("WILD_MIRROR", str(tmp_path / "mirror"))
+    monkeypatch.setenv("WILD_SRC", str(tmp_path / "src"))
+    entry = wild.Entry(name="p", repo="own/proj", commit=commit, paths=["src", "run.sh"], cwd="src", readme="", cpu=None,
+                       gpu="python pkg/train.py")
+    assert wild.fetch([entry]) == 0
+    dest = tmp_path / "src" / "own+proj"
+    assert (dest / "src" / "pkg" / "train.py").read_text() == "print('v1')\n"   # the recorded commit, not the newest
+    assert not (dest / "other.py").exists() and os.access(dest / "run.sh", os.X_OK)
+    assert (dest / ".wild-commit").read_text().strip() == commit
+    gone = wild.Entry(name="q", repo="own/absent", commit=commit, paths=["x"], cwd=".", readme="", cpu=None, gpu="python x.py")
+    assert wild.fetch([gone]) == 1

@@ -29,8 +29,8 @@ import json
 import string
 import subprocess
 import sys
-from pathlib import Path
 import zlib
+from pathlib import Path
 
 import numpy as np
 
