@@ -240,7 +240,12 @@ def _run(argv: list[str], cwd: Path, env: dict, timeout: float, log: Path, stop:
             rc = proc.wait(timeout=timeout)
         except BaseException as exc:   # stopped itself (SIGTERM, ^C): its own session must not outlive it
             if not isinstance(exc, subprocess.TimeoutExpired):
-                os.killpg(proc.pid, signal.SIGKILL)
+                # SIGTERM first: advisor stops the processes it started in sessions of their own
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    pass
                 raise
             os.killpg(proc.pid, stop)
             try:
