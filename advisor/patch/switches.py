@@ -87,7 +87,8 @@ def _amp_form(f: SourceFile, node, ctx: PatchContext) -> dict:
             if found is None:
                 dtype = "float16"      # torch.autocast's and torch.cuda.amp.autocast's CUDA default
             break
-    dtype = {"half": "float16", "bfloat16": "bfloat16", "float16": "float16"}.get(dtype or "", dtype)
+    # a dtype the code names; one it reads from elsewhere (dtype=amp_dtype) is not known here
+    dtype = {"half": "float16", "bfloat16": "bfloat16", "float16": "float16"}.get(dtype or "")
     scaler = any(_SCALER.search(g.text) for g in knobs._files(ctx, f))
     return {"dtype": dtype, "scaler": scaler}
 
