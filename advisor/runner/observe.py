@@ -32,6 +32,13 @@ _LOADER_ARGS = {"num_workers": 5, "batch_size": 1, "pin_memory": 7, "persistent_
 _MAX_FOLLOWED = 8     # loaders whose arguments are followed up the stack (each costs a walk)
 
 
+def _loader_call(call) -> bool:
+    """Which call on the line makes the loader, where Python gives no instruction positions
+    (3.10): one named like a loader, or passing a loader's arguments."""
+    func = getattr(call.func, "attr", None) or getattr(call.func, "id", "") or ""
+    return "Loader" in func or any(k.arg in _LOADER_ARGS for k in call.keywords)
+
+
 def dtype_name(dt) -> str:
     return str(dt).replace("torch.", "")
 
@@ -183,7 +190,7 @@ class Observer:
         entry = {"value": loaders.loader_value(loader), "where": self._loader_site()}
         if self._followed < _MAX_FOLLOWED:
             self._followed += 1
-            chains = self._follow_call(lambda c: True, _LOADER_ARGS)
+            chains = self._follow_call(_loader_call, _LOADER_ARGS)
             if chains:
                 entry["provenance"] = chains
         self._loaders[loader] = entry

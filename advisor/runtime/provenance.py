@@ -412,11 +412,13 @@ class Walker:
         caller = frame.f_back if frame is not None else None
         if caller is None:
             return _Binding("unknown")
-        call = sa.current_call(caller)
+        co = frame.f_code
+        # without instruction positions (3.10): the call on the line named as this function
+        named = {co.co_name, getattr(type(scope.local.get("self")), "__name__", None)} - {None}
+        call = sa.current_call(caller, lambda c: _last_name(c.func) in named)
         cscope = Scope.of_frame(caller)
         if call is None or cscope is None:
             return _Binding("unknown")
-        co = frame.f_code
         names = list(co.co_varnames[:co.co_argcount])
         func = self._peek_or(call.func, cscope, _UNREAD)
         extra = 0
