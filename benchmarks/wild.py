@@ -396,6 +396,7 @@ def read_run(run_dir: Path) -> dict:
         "repeat_one_off_s": (repeat or {}).get("one_off_s"),
         "repeat_status": (repeat or {}).get("status"),
         "lead_in_noise_s": _lead_in_noise(summary),
+        "repeat_within_noise": (summary.get("lead_in") or {}).get("repeat_within_noise"),
         "analyze_wall_s": summary.get("wall_s") or summary.get("analyze_wall_s"),
         "trials_wall_s": summary.get("expected_s"),
         "verify_wall_s": verification.get("wall_s"),
@@ -458,7 +459,7 @@ def summary(doc: dict) -> str:
 
 def table(doc: dict) -> str:
     lines = ["| script | repo @ commit | device | completed | trials (failed, advisor's) | kept | patch | command changed "
-             "| baseline | verified | authors' fast | repeat one-off s | wall / budget s |",
+             "| baseline | verified | authors' fast | repeat one-off s (lead-in noise) | wall / budget s |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in doc["scripts"]:
         if r.get("skipped"):
@@ -475,6 +476,7 @@ def table(doc: dict) -> str:
             f"| {', '.join(r.get('kept') or []) or '–'} | {r.get('patch_status', '–')} "
             f"| {'yes' if r.get('command_changed') else 'no'} | {_rate(r.get('baseline_samples_per_s'))} "
             f"| {_rate(r.get('verified_samples_per_s'))} | {_rate(fast)} | {_num(r.get('repeat_one_off_s'))} "
+            f"({_num(r.get('lead_in_noise_s'), '{:.1f}')}) "
             f"| {_num(r.get('wall_s'), '{:.0f}')} / {_num(r.get('budget_s'), '{:.0f}')} |")
     return "\n".join([*lines, "", summary(doc)])
 
