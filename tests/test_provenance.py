@@ -464,3 +464,24 @@ def test_options_given_are_read_as_argparse_matches_them():
     assert got["amp"].given and got["amp"].action == "store_true" and got["amp"].value is None
     assert not got["lr"].given and got["lr"].default == 0.1      # after "--": a positional's word
     assert not got["out"].given and seen.matching("jobs", 4) is got["jobs"]
+
+
+def test_a_parser_fed_its_own_list_is_not_changed_on_the_command_line(tmp_path):
+    """``parser.parse_args(["--workers", "1"])``: the option comes from the script's own list,
+    not the command line, so the command cannot change it: the static chain edits the code."""
+    root = _project(tmp_path, {"train.py": """
+        import argparse
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        p = argparse.ArgumentParser()
+        p.add_argument("--workers", type=int, default=0)
+        args = p.parse_args(["--workers", "1"])
+        DataLoader(TensorDataset(torch.randn(8, 2)), num_workers=args.workers)
+        """})
+    run = _run(root, "train.py", [])
+    end = run["loaders"][0]["provenance"]["num_workers"][-1]
+    assert end["kind"] == "option" and end["from_argv"] is False, end
+    config = {"cli_options": {"value": run["cli_options"], "where": None}}
+    diff, note, command = _patch(root, "train.py", [], run["loaders"][0], extra=config)
+    assert command == ["python", "train.py"] and not note.get("argv_changes"), note

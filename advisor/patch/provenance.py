@@ -105,6 +105,8 @@ def _option(ctx: PatchContext, end: dict, new: str, what: str) -> tuple[list[str
     """An argparse option: the command line's word changed, or the option added to it."""
     value = _unquote(new)
     action = end.get("action")
+    if end.get("from_argv") is False:     # parse_args(some_list): the command line does not reach it
+        return None
     if end.get("choices") and value not in [str(c) for c in end["choices"]]:
         return None
     if action in ("store_true", "store_false", "BooleanOptionalAction"):

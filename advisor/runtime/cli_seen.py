@@ -36,6 +36,7 @@ class Option:
     flag: str | None = None           # the word that gave it ("--numworkers", or a prefix of it)
     value: str | None = None          # the value word the arguments gave it
     parser: str = "argparse"
+    from_argv: bool = True            # parsed from the command line (not a list the script made)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -121,7 +122,8 @@ class CliSeen:
         def parse_known_args(parser, args=None, namespace=None):
             out = orig_parse(parser, args, namespace)
             try:
-                seen._record(parser, sys.argv[1:] if args is None else list(args), out[0])
+                words = sys.argv[1:] if args is None else list(args)
+                seen._record(parser, words, out[0], from_argv=args is None or words == sys.argv[1:])
             except Exception:  # noqa: BLE001
                 pass
             return out
@@ -129,7 +131,7 @@ class CliSeen:
         patches.set(argparse._ActionsContainer, "add_argument", add_argument)
         patches.set(argparse.ArgumentParser, "parse_known_args", parse_known_args)
 
-    def _record(self, parser, words: list[str], namespace) -> None:
+    def _record(self, parser, words: list[str], namespace, from_argv: bool = True) -> None:
         if len(self.parsers) >= _MAX_PARSERS or not all(isinstance(w, str) for w in words):
             return
         if id(namespace) in self._by_namespace:     # a subparser's parse inside its parent's:
@@ -147,7 +149,7 @@ class CliSeen:
                 choices=[_plain(c) for c in action.choices] if action.choices else None,
                 where=self._where.get(action), given=hit is not None,
                 flag=hit[0] if hit else None, value=hit[1] if hit else None,
-                parser=type(parser).__name__)
+                parser=type(parser).__name__, from_argv=from_argv)
         try:
             ref = weakref.ref(namespace)
         except TypeError:
