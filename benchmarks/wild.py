@@ -375,6 +375,12 @@ def read_run(run_dir: Path) -> dict:
     patch = doc.get("patch") or {}
     verification = patch.get("verification") or {}
     summary = doc.get("trial_summary") or {}
+    # The repeat runs the baseline's own configuration: where it fails and the baseline did not,
+    # the difference is advisor's (its sandbox, its start) whatever failure.kind says, and so is
+    # every trial that fails the same way.
+    repeat_failed = (repeat or {}).get("status") in FAILED
+    same = _message(repeat) if repeat_failed else None
+    suspect = [t for t in failed if _fault(t) not in ADVISOR_FAULT and same is not None and _message(t) == same]
     argv = (doc.get("command") or {}).get("argv") or []
     command = patch.get("command")
     return {
@@ -385,6 +391,8 @@ def read_run(run_dir: Path) -> dict:
         "failed_trials": len(failed),
         "advisor_failures": sum(_fault(t) in ADVISOR_FAULT for t in failed),
         "unclassified_failures": sum(_fault(t) is None for t in failed),
+        "repeat_failed": repeat_failed,
+        "suspect_advisor_failures": len(suspect) + (repeat_failed and _fault(repeat) not in ADVISOR_FAULT),
         "failures": [{"trial": t.get("name"), "kind": _fault(t), "reason": str(t.get("reason"))[:300]} for t in failed],
         "kept": kept,
         "patch_status": verification.get("status") or ("none" if not patch.get("file") else "unverified"),
@@ -401,6 +409,11 @@ def read_run(run_dir: Path) -> dict:
         "trials_wall_s": summary.get("expected_s"),
         "verify_wall_s": verification.get("wall_s"),
     }
+
+
+def _message(trial: dict | None) -> str | None:
+    failure = (trial or {}).get("failure")
+    return f"{failure.get('exception')}: {failure.get('message')}" if isinstance(failure, dict) else None
 
 
 def _lead_in_noise(summary: dict):
@@ -451,9 +464,11 @@ def summary(doc: dict) -> str:
     failed = sum(r.get("failed_trials") or 0 for r in ran)
     theirs = sum(r.get("advisor_failures") or 0 for r in ran)
     unknown = sum(r.get("unclassified_failures") or 0 for r in ran)
+    suspect = [r["name"] for r in ran if r.get("suspect_advisor_failures")]
     done = sum(bool(r.get("completed")) for r in ran)
     return (f"{len(rows)} rows ({len({r['repo'] for r in rows})} repositories): {done} analyzes completed of {len(ran)} run; "
             f"{len(rows) - len(ran)} not analyzed; failed trials {failed}, of them advisor's {theirs}, unclassified {unknown}; "
+            f"the repeat of the baseline failed (advisor's, whatever the kind says) in: {', '.join(suspect) or 'none'}; "
             f"over budget + verification: {', '.join(over) or 'none'}")
 
 

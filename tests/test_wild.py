@@ -134,6 +134,12 @@ def test_scoreboard_reads_run_json(tmp_path):
     same = wild.read_run(run)
     assert same["patch_status"] == "none" and not same["command_changed"] and same["failed_trials"] == 0
     assert wild.read_run(tmp_path / "nothing") == {"completed": False, "run_json": False}
+    # the repeat (the baseline's own configuration) failing is advisor's, and so is each trial failing alike
+    boom = {"kind": "script", "exception": "PathError", "message": "parent directory does not exist: 'logs/v1'"}
+    alike = [{**trials[0], "status": "failed", "failure": boom}, {**trials[3], "failure": boom}, trials[2]]
+    (run / "run.json").write_text(json.dumps(_doc(alike, None)))
+    got_alike = wild.read_run(run)
+    assert got_alike["repeat_failed"] and got_alike["suspect_advisor_failures"] == 2 and got_alike["advisor_failures"] == 1
 
     board = tmp_path / "scoreboard.json"
     base = {"name": "x", "repo": "o/r", "commit": "a" * 40, "command": "python train.py", "device": "cpu", "budget_s": 240}
