@@ -71,31 +71,9 @@ def apply_patch(diff: str, tree: str, texts: dict[str, str]) -> str | None:
 def argv_with_changes(argv: list[str], notes: list[PatchNote]) -> list[str]:
     """The script's arguments with the patch's flag changes (a value the user passes on the
     command line is changed there, not in the code: ``--workers 4`` → ``--workers 8``)."""
-    out = list(argv)
-    for n in notes:
-        for ch in n.get("argv_changes") or []:
-            if ch.get("from") is None:   # an option the command line did not give: added (advisor.patch.provenance)
-                _add_arg(out, ch["flag"], ch.get("to"))
-                continue
-            flag, value = ch["flag"], str(ch["to"])
-            for i, tok in enumerate(out):
-                if tok == flag and i + 1 < len(out):
-                    out[i + 1] = value
-                elif tok.startswith(flag + "="):
-                    out[i] = f"{flag}={value}"
-                elif len(flag) == 2 and tok == flag + str(ch["from"]):   # -j4
-                    out[i] = flag + value
-    return out
+    from advisor.patch.options import apply_argv_changes
 
-
-def _add_arg(out: list[str], flag: str, value) -> None:
-    """``--flag value``, a bare ``--flag`` (value None) or a ``key=value`` override word, before
-    a ``--`` that ends the options; once."""
-    words = [flag] if value is None else [flag, str(value)] if flag.startswith("-") else [f"{flag}={value}"]
-    if flag in out or any(t.startswith(flag + "=") for t in out):
-        return
-    at = out.index("--") if "--" in out else len(out)
-    out[at:at] = words
+    return apply_argv_changes(argv, [ch for n in notes for ch in n.get("argv_changes") or []])
 
 
 def environ_changes(notes: list[PatchNote]) -> dict[str, str]:

@@ -143,21 +143,8 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
         if arg == "num_workers" and not knobs.is_literal_value(expr):
             workers_code = code_of(expr)     # the user's expression: its new value comes from its source
         knobs.change(ctx, f, expr, value, arg, edits, extra, observed, chain)
-    if workers is not None and int(workers) > 0 and workers_code is None:
-        # the count reaches the call through **kwargs or a partial: persistent workers and a
-        # prefetch factor would raise where it is 0, and no name at the call says when it is
-        add_warning(extra, "persistent_workers and prefetch_factor left out: the worker count reaches the "
-                           f"DataLoader at {here} through arguments the call does not name")
-    elif workers is not None and int(workers) > 0:
-        if workers_code == str(int(workers)):
-            pair = [("persistent_workers", "True"), ("prefetch_factor", str(prefetch))]
-        else:   # a knob the user may still set to 0, where these two raise
-            pair = [("persistent_workers", f"{workers_code} > 0"),
-                    ("prefetch_factor", f"{prefetch} if {workers_code} > 0 else None")]
-        if pin or seen.get("pin_memory"):
-            # as the trial does: persistent workers beside a pinning thread hang the script's
-            # exit (benchmarks/RESULTS.md)
-            pair = pair[1:]
+    if workers is not None and int(workers) > 0:
+        pair = _worker_pair(here, int(workers), workers_code, prefetch, pin or bool(seen.get("pin_memory")), extra)
         edits += [f"{k}={v}" for k, v in pair]
         if isinstance(in_dict, cst.Dict):
             # beside num_workers in the dict the DataLoader unpacks: where that dict is not
@@ -178,6 +165,26 @@ def dataloader(ctx: PatchContext, fix: dict, p: dict) -> dict:
     if pin:
         edits += _non_blocking(ctx, fix, extra)
     return applied(here, edits, **extra)
+
+
+def _worker_pair(here: str, workers: int, workers_code: str | None, prefetch: int, pinned: bool,
+                 extra: dict) -> list[tuple[str, str]]:
+    """persistent_workers and prefetch_factor beside a worker count (``workers_code``: the
+    user's expression for it, None where it reaches the call unnamed)."""
+    if workers_code is None:
+        # through **kwargs or a partial: these raise where the count is 0, and no name at the
+        # call says when it is
+        add_warning(extra, "persistent_workers and prefetch_factor left out: the worker count reaches the "
+                           f"DataLoader at {here} through arguments the call does not name")
+        return []
+    if workers_code == str(workers):
+        pair = [("persistent_workers", "True"), ("prefetch_factor", str(prefetch))]
+    else:   # a knob the user may still set to 0, where these two raise
+        pair = [("persistent_workers", f"{workers_code} > 0"),
+                ("prefetch_factor", f"{prefetch} if {workers_code} > 0 else None")]
+    # as the trial does: persistent workers beside a pinning thread hang the script's exit
+    # (benchmarks/RESULTS.md)
+    return pair[1:] if pinned else pair
 
 
 def _through_library(ctx: PatchContext, fix: dict, why: SkipFix, values: list[tuple[str, str | None, object]]) -> dict:

@@ -12,6 +12,32 @@ from .call_args import find_arg, last_name, set_arg
 from .core import PatchContext, SkipFix, SourceFile, location
 
 
+def apply_argv_changes(argv: list[str], changes: list[dict]) -> list[str]:
+    """The arguments with these changes made (notes' ``argv_changes``): a value the command line
+    gives replaced (``--workers 4``, ``--workers=4``, ``-j4``), an option it did not give
+    (``from`` None) added: ``--flag value``, a bare ``--flag`` (``to`` None) or a ``key=value``
+    override word, before a ``--`` that ends the options, once."""
+    out = list(argv)
+    for ch in changes:
+        flag = ch["flag"]
+        if ch.get("from") is None:
+            value = ch.get("to")
+            words = [flag] if value is None else [flag, str(value)] if flag.startswith("-") else [f"{flag}={value}"]
+            if flag not in out and not any(t.startswith(flag + "=") for t in out):
+                at = out.index("--") if "--" in out else len(out)
+                out[at:at] = words
+            continue
+        value = str(ch["to"])
+        for i, tok in enumerate(out):
+            if tok == flag and i + 1 < len(out):
+                out[i + 1] = value
+            elif tok.startswith(flag + "="):
+                out[i] = f"{flag}={value}"
+            elif len(flag) == 2 and tok == flag + str(ch["from"]):   # -j4
+                out[i] = flag + value
+    return out
+
+
 def _on_command_line(passed: tuple[str, str], new: str, what: str) -> tuple[list[str], dict]:
     """The edit for an option the user passed: the command line's value changes."""
     flag, old = passed

@@ -282,12 +282,12 @@ def script_forms(ctx: PatchContext, fix: str, params: dict) -> list[dict]:
 
 def trial_args(script_args: list[str], specs: list[dict]) -> list[str]:
     """The script's arguments for a trial of these fixes: each script-form fix's command-line
-    changes made (advisor.verify.argv_with_changes, as the patch's recommended command makes them)."""
-    from advisor import verify
+    changes made (as the patch's recommended command makes them: options.apply_argv_changes)."""
+    from .options import apply_argv_changes
 
-    notes = [{"argv_changes": (s.get("params") or {}).get("_argv_changes") or []} for s in specs
-             if (s.get("params") or {}).get("form") == "script"]
-    return verify.argv_with_changes(list(script_args), notes) if notes else list(script_args)
+    changes = [ch for s in specs if (s.get("params") or {}).get("form") == "script"
+               for ch in (s.get("params") or {}).get("_argv_changes") or []]
+    return apply_argv_changes(list(script_args), changes)
 
 
 def context(script: str, script_args: list[str], child: dict, cwd: str | None = None) -> PatchContext:

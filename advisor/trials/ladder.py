@@ -20,8 +20,7 @@ from pathlib import Path
 from advisor import engine, failures, fixes, measure
 from advisor.contracts import TrialRecord
 from advisor.runtime import SAMPLES_VARY
-from advisor.trials import apart, compile_book, guesses, reference, rungs, scaling, stopping
-from advisor.trials import script_forms
+from advisor.trials import apart, compile_book, guesses, reference, rungs, scaling, script_forms, stopping
 from advisor.trials.candidates import Candidate, candidates_from_findings
 from advisor.trials.ceiling import NAME as CEILING
 from advisor.trials.gpus import ParallelRunner
