@@ -42,8 +42,10 @@ def mean_step_ms(runs: list[dict]) -> float | None:
 def warmup_cost_s(child: dict) -> float | None:
     """Seconds the untimed steps after the first took beyond the steady step: compilation,
     CUDA graph recording, cuDNN autotuning. The first step is left out (it also holds the
-    script's own start-up: imports, data, model). Each step's own time, as in lead_in_s: a stop
-    advisor made during it and its main thread's wait for a core are taken out."""
+    script's own start-up: imports, data, model), and so is the step advisor counted FLOPs in
+    (runner/flops.py: FlopCounterMode dispatches every op in Python; the baseline's alone). Each
+    step's own time, as in lead_in_s: a stop advisor made during it and its main thread's wait
+    for a core are taken out."""
     steady = step_ms(child)
     warm = child.get("warmup_step_times_ms") or []
     if steady is None or len(warm) < 2:
@@ -53,9 +55,10 @@ def warmup_cost_s(child: dict) -> float | None:
     ends = ends if isinstance(ends, list) and len(ends) == len(warm) else None
     waits = waits if isinstance(waits, list) and len(waits) == len(warm) else None
     stops = _spans(at.get("stopped"))
+    counted = (child.get("flops") or {}).get("step")   # 1-based: warm[counted - 1]
     cost = 0.0
     for i, t in enumerate(warm[1:], 1):
-        if t is None:
+        if t is None or i + 1 == counted:
             continue
         own = t
         if ends is not None:

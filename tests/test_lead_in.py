@@ -272,3 +272,12 @@ def test_the_report_reads_a_one_off_within_the_noise_as_nothing_to_pay_back():
     assert break_even_text({"break_even_steps": 0, "one_off_s": 0.9, "one_off_within_noise": True}, 40) == \
         "– (one-off within noise)"
     assert break_even_text({"break_even_steps": 0, "one_off_s": -0.2, "one_off_within_noise": False}, 40) == "0 steps"
+
+
+def test_the_step_advisor_counted_flops_in_is_no_part_of_the_warm_up_cost():
+    """The baseline counts FLOPs over one warm-up step (runner/flops.py), FlopCounterMode
+    dispatching every op in Python: that step's time is advisor's, not the script's."""
+    counted = _child(2.0, warmup=[100.0, 900.0, 150.0])
+    counted["flops"] = {"per_step": 1e9, "step": 3, "why_not": None}    # warm-up step 3: the 900 ms one
+    assert measure.warmup_cost_s(counted) == pytest.approx(0.05)
+    assert measure.warmup_cost_s(_child(2.0, warmup=[100.0, 900.0, 150.0])) == pytest.approx(0.85)
