@@ -194,8 +194,10 @@ def print_summary(doc: dict, console: Console) -> None:
     for launch in (n["launch"] for n in patch.get("notes") or [] if n.get("applied") and n.get("launch")):
         console.print(f"launch the patched script with: {escape(launch)}")
     for change in (c for n in patch.get("notes") or [] for c in n.get("argv_changes") or []):
-        console.print(f"run it with {escape(change['flag'])} {escape(str(change['to']))} "
-                      f"(the command line gave {escape(str(change['from']))})")
+        word = change["flag"] if change.get("to") is None else \
+            f"{change['flag']} {change['to']}" if str(change["flag"]).startswith("-") else f"{change['flag']}={change['to']}"
+        gave = "not on your command line" if change.get("from") is None else f"the command line gave {change['from']}"
+        console.print(f"run it with {escape(word)} ({escape(gave)})")
     for change in (c for n in patch.get("notes") or [] for c in n.get("env_changes") or []):
         console.print(f"run it with {escape(change['name'])}={escape(str(change['to']))} "
                       f"(the environment had {escape(str(change['from']))})")
