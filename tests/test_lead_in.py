@@ -256,10 +256,9 @@ def test_a_guess_stopped_held_twice_and_starved_of_its_core_reads_the_cold_lead_
     at = res["startup"]
     assert len(at["holds"]) == 2 and at["stopped"] and at["stopped"][0][1] - at["stopped"][0][0] >= 2.0
 
-    def wall(child):
-        return child["startup"]["first_step"] - child["startup"]["script"]
-
-    assert wall(res) - wall(cold) > 3.0, (wall(res), wall(cold))      # stopped 2 s, held 1 s at least
+    # what its wall time held beside its work: stopped 2 s and held 1 s at least before its first step
+    out = measure._covered(measure._spans(measure._holds(at), at["stopped"]), at["script"], at["first_step"])
+    assert out >= 2.9, at
     if starving:
         assert measure._cpu_wait(at, "script", "first_step") > 1.0, at
     assert abs(measure.lead_in_s(res) - measure.lead_in_s(cold)) <= costs.LEAD_NOISE_MIN_S, \
