@@ -55,6 +55,22 @@ def main() -> None:
             seen_input.update({"value": {"shape": shape}, "where": sites.where(frame)})
 
     torch.nn.modules.module.register_module_forward_pre_hook(first_forward)
+    from torch.amp.autocast_mode import autocast
+
+    seen_autocast: dict = {}
+    enter = autocast.__enter__
+
+    def autocast_enter(ac):    # as the Observer's _follow_autocast: the script's own with
+        if not seen_autocast:
+            frame = provenance.outside(sys._getframe(1), (ADVISOR_DIR, TORCH_DIR, HERE))
+            call = provenance.context_call(frame, ("autocast",))
+            if call is not None:
+                where = provenance.positions(frame, call, ("enabled", "dtype")) or {"enabled": 2, "dtype": 1}
+                seen_autocast.update({"value": {"enabled": bool(ac._enabled), "dtype": str(ac.fast_dtype)[6:]},
+                                      "where": sites.where(frame), "provenance": walker.at_call(frame, call, where)})
+        return enter(ac)
+
+    autocast.__enter__ = autocast_enter
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     lines = LineRecorder(sites.is_script_code, sites.display)   # the lines that ran, as the baseline records them
@@ -65,7 +81,7 @@ def main() -> None:
         lines.stop()
         with open(out_path, "w") as fh:
             json.dump({"loaders": loaders, "cli_options": cli.all_options(), "executed_lines": lines.doc(),
-                       "input": seen_input or None}, fh)
+                       "input": seen_input or None, "autocast": seen_autocast or None}, fh)
 
 
 if __name__ == "__main__":

@@ -65,8 +65,10 @@ def _baseline(root: Path, script: str, argv: list[str]) -> dict:
                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     rec = json.loads(out.read_text())
-    return {"config": {"cli_options": {"value": rec["cli_options"], "where": None}, "input": rec["input"]},
-            "executed_lines": rec["executed_lines"]}
+    config = {"cli_options": {"value": rec["cli_options"], "where": None}, "input": rec["input"]}
+    if rec.get("autocast"):
+        config["autocast"] = rec["autocast"]
+    return {"config": config, "executed_lines": rec["executed_lines"]}
 
 
 def test_float16_switch_is_a_script_form_beside_advisors_bfloat16(tmp_path):
@@ -166,3 +168,37 @@ def test_training_arguments_from_the_command_line(tmp_path):
     command = verify.recommended_command("train.py", argv, notes)
     assert command[command.index("--dataloader_num_workers") + 1] == "8", command
     assert command[command.index("--bf16") + 1] == "True", command
+
+
+def test_autocast_enabled_by_an_option(tmp_path):
+    """``autocast(..., enabled=args.amp)`` entered disabled: the chain of ``enabled`` the run read
+    up the stack ends at the option, and the amp fix is ``--amp`` on the command line."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "train.py").write_text(textwrap.dedent("""
+        import argparse
+        import torch
+        import torch.nn.functional as F
+
+        p = argparse.ArgumentParser()
+        p.add_argument("--amp", action="store_true")
+        args = p.parse_args()
+        model = torch.nn.Linear(8, 2)
+
+
+        def forward(x, y, use_amp):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_amp):
+                return F.cross_entropy(model(x), y)
+
+
+        for _ in range(2):
+            forward(torch.randn(4, 8), torch.randint(0, 2, (4,)), args.amp).backward()
+        """).lstrip())
+    child = _baseline(root, "train.py", [])
+    chain = child["config"]["autocast"]["provenance"]["enabled"]
+    assert [link["kind"] for link in chain] == ["arg", "param", "arg", "option"], chain
+    diff, notes = make_patch(str(root / "train.py"), [{"intervention": "amp", "params": {"dtype": "bfloat16"}}],
+                             child["config"], cwd=str(root), executed=child["executed_lines"], argv=[])
+    assert notes[0]["applied"] and not diff, (notes, diff)
+    assert notes[0]["switch"]["how"] == "argument"
+    assert verify.recommended_command("train.py", [], notes) == ["python", "train.py", "--amp"]
