@@ -81,3 +81,56 @@ def test_each_mutating_call_is_redirected_or_left_undone(tmp_path):
     after = {p: p.read_bytes() for p in user.rglob("*") if p.is_file()}
     assert after == before
     assert {p: p.stat().st_mode for p in user.rglob("*")} == modes
+
+
+VIEW = """
+import glob, json, os, pathlib, shutil, sys
+sys.path.insert(0, REPO)
+from advisor.runner.sandbox import Sandbox
+from advisor.runner.sandbox_hooks import REAL
+os.chdir(USER)
+sb = Sandbox(RUN, lambda text: None)
+sb.install()
+from torch.utils.tensorboard import SummaryWriter
+seen = {}
+writer = SummaryWriter("runs/exp1")          # a library makes the directory: redirected
+writer.add_scalar("loss", 1.0, 0)
+writer.flush()
+seen["exists"] = os.path.exists("runs/exp1")
+if not os.path.exists("runs/exp1/ckpt"):     # sthalles/SimCLR's save_config_file
+    os.makedirs("runs/exp1/ckpt")
+pathlib.Path("runs/exp1/ckpt/model.txt").write_text("m")
+seen["listdir"] = sorted(n.split(".")[0] for n in os.listdir("runs/exp1"))
+seen["glob"] = sorted(os.path.basename(p).split(".")[0] for p in glob.glob("runs/exp1/*"))
+seen["iterdir"] = sorted(p.name.split(".")[0] for p in pathlib.Path("runs/exp1").iterdir())
+seen["size"] = os.path.getsize("runs/exp1/ckpt/model.txt")
+seen["top"] = sorted(os.listdir("."))
+os.remove("keep.txt")
+seen["removed"] = [os.path.exists("keep.txt"), "keep.txt" in os.listdir(".")]
+pathlib.Path("keep.txt").write_text("again")
+seen["written_again"] = [os.path.exists("keep.txt"), "keep.txt" in os.listdir("."), open("keep.txt").read()]
+shutil.rmtree("old")
+seen["rmtree"] = [os.path.exists("old"), os.path.exists("old/a.txt"), os.path.isdir("old")]
+seen["real"] = sorted(REAL["listdir"](USER))
+print(json.dumps(seen))
+"""
+
+
+def test_the_script_sees_what_it_wrote_and_the_users_tree_stays_as_it_was(tmp_path):
+    """Paths redirected or deleted in the sandbox are stat'ed, listed and globbed as the script
+    left them: `if not os.path.exists(d): os.makedirs(d)` after TensorBoard's writer made `d`
+    (sthalles/SimCLR, on an H200) had failed with FileExistsError."""
+    user, run = tmp_path / "user", tmp_path / "run"
+    (user / "old").mkdir(parents=True)
+    (user / "old" / "a.txt").write_text("a")
+    (user / "keep.txt").write_text("keep")
+    code = f"REPO, RUN, USER = {str(REPO)!r}, {str(run)!r}, {str(user)!r}\n" + textwrap.dedent(VIEW)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    assert seen["exists"] and seen["listdir"] == seen["glob"] == seen["iterdir"] == ["ckpt", "events"]
+    assert seen["size"] == 1 and seen["top"] == ["keep.txt", "old", "runs"]
+    assert seen["removed"] == [False, False] and seen["written_again"] == [True, True, "again"]
+    assert seen["rmtree"] == [False, False, False]
+    assert seen["real"] == ["keep.txt", "old"] and (user / "keep.txt").read_text() == "keep"
+    assert (user / "old" / "a.txt").exists()

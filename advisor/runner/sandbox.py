@@ -156,6 +156,58 @@ class Sandbox:
             return full, None
         return full, self.redirected.get(full) or os.path.join(self.out, full.lstrip(os.sep))
 
+    def redirect_of(self, full: str) -> str:
+        """Where a change to the user's path ``full`` goes (it may not exist yet)."""
+        return self.redirected.get(full) or os.path.join(self.out, full.lstrip(os.sep))
+
+    def view(self, path, follow: bool = True):
+        """The path to look at for what the script sees at `path`: its redirected copy where one
+        exists (under a directory the sandbox redirected, or the path itself); a user's file
+        deleted in the sandbox raises FileNotFoundError; else `path`. Cheap where nothing was
+        redirected under it (a string's parents against the redirected paths, no syscall)."""
+        if not self.redirected and not self.deleted:
+            return path
+        try:
+            p = os.fspath(path)
+        except TypeError:
+            return path
+        p = os.fsdecode(p) if isinstance(p, bytes) else p
+        a = os.path.abspath(p)
+        if not self._near(a):
+            return path
+        full = real(path, follow)
+        if full is None:
+            return path
+        copy = self.redirect_of(full)
+        try:
+            _real_fns().get("lstat", os.lstat)(copy)
+            return copy
+        except OSError:
+            pass
+        if self.deleted_at(full):
+            raise FileNotFoundError(2, "No such file or directory (deleted in the sandbox)", p)
+        return path
+
+    def deleted_at(self, full: str) -> bool:
+        """Was the user's path `full`, or a directory above it, deleted in the sandbox?"""
+        while True:
+            if full in self.deleted:
+                return True
+            up = os.path.dirname(full)
+            if up == full:
+                return False
+            full = up
+
+    def _near(self, a: str) -> bool:
+        """Is the absolute path `a`, or a directory above it, a redirected or deleted path?"""
+        while True:
+            if a in self.redirected or a in self.deleted:
+                return True
+            up = os.path.dirname(a)
+            if up == a:
+                return False
+            a = up
+
     def copy_of(self, full: str) -> str | None:
         """The redirected copy of a user's path, when one was written."""
         dest = self.redirected.get(full)
@@ -200,6 +252,12 @@ class Sandbox:
             absorbed = absorbed_changes(self.layers)
             out["absorbed"], out["absorbed_total"] = absorbed[:LIST_MAX], len(absorbed)
         return out
+
+
+def _real_fns() -> dict:
+    from advisor.runner.sandbox_hooks import REAL
+
+    return REAL
 
 
 def absorbed_changes(layers: list[dict]) -> list[dict]:

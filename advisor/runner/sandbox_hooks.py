@@ -24,19 +24,38 @@ def _make_parent(dest: str) -> None:
     REAL["makedirs"](os.path.dirname(dest), exist_ok=True)
 
 
+def _lexists(path) -> bool:
+    """os.path.lexists of the real filesystem, past the view (advisor's own checks)."""
+    try:
+        REAL.get("lstat", os.lstat)(path)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _isdir(path, follow: bool = True) -> bool:
+    import stat as st
+
+    try:
+        return st.S_ISDIR((REAL.get("stat", os.stat) if follow else REAL.get("lstat", os.lstat))(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 def _copy_up(path, dest: str) -> None:
     """The redirected copy starts as the user's file (an append, a truncate, a rename): what
     ``path`` names, a symbolic link itself when it is one (callers pass the resolved path to
     copy what a link points to)."""
-    if not os.path.lexists(dest) and os.path.lexists(path):
+    if not _lexists(dest) and _lexists(path):
         _make_parent(dest)
-        if os.path.isdir(path) and not os.path.islink(path):
+        if _isdir(path, follow=False):
             REAL["copytree"](path, dest, symlinks=True, dirs_exist_ok=True, copy_function=REAL["copy2"])
         else:
             REAL["copy2"](path, dest, follow_symlinks=False)
 
 
 def install(sb: Sandbox) -> None:
+    _install_view(sb)
     _install_sources(sb)
     _install_open(sb)
     _install_dirs(sb)
@@ -52,7 +71,7 @@ def _install_open(sb: Sandbox) -> None:
     real_open = _keep("open", builtins.open)
 
     def open_(file, mode="r", *args, **kwargs):
-        if kwargs.get("opener") is not None and isinstance(file, (str, os.PathLike)) and os.path.isdir(file):
+        if kwargs.get("opener") is not None and isinstance(file, (str, os.PathLike)) and _isdir(file):
             pass   # a directory opened through an opener: tempfile.TemporaryFile's nameless file
         elif _WRITE_CHARS & set(str(mode)):
             dest = sb.target(file)
@@ -136,7 +155,8 @@ def _real_dir(sb: Sandbox, path) -> bool:
     """A directory of the user's that exists (and was not deleted in the sandbox): making it
     again changes nothing, and fails or not as it would for real."""
     full = real(path)
-    return full is not None and full not in sb.deleted and full not in sb.redirected and os.path.isdir(full)
+    return full is not None and full not in sb.deleted and full not in sb.redirected and _isdir(full) \
+        and not _lexists(sb.redirect_of(full))
 
 
 def _delete(sb: Sandbox, path, op: str, real_fn, dir_fd=None) -> None:
@@ -150,7 +170,7 @@ def _delete(sb: Sandbox, path, op: str, real_fn, dir_fd=None) -> None:
         real_fn(copy)
         sb.redirected.pop(full, None)
         sb.record(op, full, copy)
-    elif os.path.lexists(full) and full not in sb.deleted:
+    elif _lexists(full) and full not in sb.deleted:
         sb.suppress(op, full)
     else:
         raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
@@ -198,7 +218,7 @@ def _move(sb: Sandbox, src, dst, real_fn, op: str):
     """A rename or move: onto the redirected destination; a user's file is copied, not moved."""
     src_full, src_dest = sb.judge(src, follow=False)
     if src_dest is not None and sb.copy_of(src_full) is None:   # the user's own file
-        if not os.path.lexists(src_full) or src_full in sb.deleted:
+        if not _lexists(src_full) or src_full in sb.deleted:
             raise FileNotFoundError(2, "No such file or directory", os.fspath(src))
         to = sb.target(dst, op=op, follow=False) or os.fspath(dst)
         _copy_up(src_full, to)
@@ -277,7 +297,7 @@ def _install_links_and_attrs(sb: Sandbox) -> None:
             dest = sb.target(path, op=op)
             if dest is None:
                 return real_fn(path, *args, **kwargs)
-            if os.path.lexists(dest) or op == "truncate":
+            if _lexists(dest) or op == "truncate":
                 _copy_up(real(path), dest)
                 return real_fn(dest, *args, **kwargs)
             sb.suppress(op, real(path))
@@ -299,6 +319,93 @@ def _install_links_and_attrs(sb: Sandbox) -> None:
         return real_touch(pathlib.Path(dest), mode, exist_ok)
 
     pathlib.Path.touch = touch
+
+
+class _Entries:
+    """os.scandir's iterator over two directories: the user's and its redirected copy (the
+    copy's entry where a name is in both), less what was deleted in the sandbox."""
+
+    def __init__(self, real_it, copy_it, deleted):
+        self._copy, self._real = copy_it, real_it
+        self._deleted = deleted
+
+    def __iter__(self):
+        seen = set()
+        for entry in self._copy or ():
+            seen.add(entry.name)
+            yield entry
+        for entry in self._real or ():
+            if entry.name not in seen and entry.name not in self._deleted:
+                yield entry
+
+    def close(self):
+        for it in (self._copy, self._real):
+            if it is not None:
+                it.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _install_view(sb: Sandbox) -> None:
+    """The script sees what it wrote: a path redirected (a directory a library made, a file
+    written) is stat'ed, listed and tested where its copy lies, and a user's file deleted in the
+    sandbox is gone; ``os.path.exists``, ``isdir``, ``pathlib``'s ``exists``/``iterdir`` and
+    ``glob`` read through these. Without it, ``if not os.path.exists(d): os.makedirs(d)`` after
+    TensorBoard's writer made ``d`` failed with FileExistsError."""
+    real_stat, real_lstat = _keep("stat", os.stat), _keep("lstat", os.lstat)
+    real_listdir, real_scandir = _keep("listdir", os.listdir), _keep("scandir", os.scandir)
+    real_access = _keep("access", os.access)
+
+    def on_stat(real_fn, follow: bool):
+        def fn(path, *args, dir_fd=None, **kwargs):
+            if dir_fd is None and not isinstance(path, int):
+                path = sb.view(path, follow=follow)
+            return real_fn(path, *args, dir_fd=dir_fd, **kwargs)
+        return fn
+
+    os.stat, os.lstat = on_stat(real_stat, True), on_stat(real_lstat, False)
+
+    def access(path, mode, *args, dir_fd=None, **kwargs):
+        if dir_fd is None and not isinstance(path, int):
+            path = sb.view(path)
+        return real_access(path, mode, *args, dir_fd=dir_fd, **kwargs)
+
+    os.access = access
+
+    def both(path):
+        """(the user's directory, its copy or None, the names deleted in it)."""
+        full = real(path)
+        copy = sb.redirect_of(full) if full is not None and sb.redirected else None
+        if copy is not None and not _isdir(copy):
+            copy = None
+        gone = {os.path.basename(d) for d in sb.deleted if full is not None and os.path.dirname(d) == full}
+        if copy is None and full is not None and sb.deleted_at(full):
+            raise FileNotFoundError(2, "No such file or directory (deleted in the sandbox)", os.fspath(path))
+        return copy, gone
+
+    def listdir(path="."):
+        if isinstance(path, int):
+            return real_listdir(path)
+        copy, gone = both(path)
+        if copy is None and not gone:
+            return real_listdir(path)
+        mine = real_listdir(copy) if copy else []   # what the script wrote there, deleted again or not
+        names = [n for n in (real_listdir(path) if _isdir(path) else []) if n not in gone]
+        return list(dict.fromkeys([*mine, *names]))
+
+    def scandir(path="."):
+        if isinstance(path, int):
+            return real_scandir(path)
+        copy, gone = both(path)
+        if copy is None and not gone:
+            return real_scandir(path)
+        return _Entries(real_scandir(path) if _isdir(path) else None, real_scandir(copy) if copy else None, gone)
+
+    os.listdir, os.scandir = listdir, scandir
 
 
 def _install_sources(sb: Sandbox) -> None:
