@@ -19,6 +19,20 @@ def test_a_cpu_run_that_found_nothing_says_so_and_why():
         "patch: none (no fix was kept)"]
 
 
+def test_fixes_left_unrun_by_the_budget_are_not_said_to_be_missing():
+    """timm's trainer on an H200 at a 100 s budget: its 36 s cold start left room for the
+    repeat alone; the proposed fixes were never started, which is the budget's doing."""
+    doc = {"findings": [{"severity": "warning"}], "trials": [
+        {"name": "00-baseline-repeat", "status": "reference"},
+        {"name": "channels-last + amp(dtype=bfloat16)", "status": "not run", "reason": "trial budget spent"},
+        {"name": "pin-memory(pin_memory=True)", "status": "not run", "reason": "trial budget spent"},
+        {"name": "ceiling-data-free", "status": "not run", "reason": "trial budget spent", "ceiling": True,
+         "apart": True}]}
+    assert outcome_lines(doc)[1] == (
+        "kept: nothing: 2 proposed fix trial(s) not run, the trial budget spent (channels-last + "
+        "amp(dtype=bfloat16), pin-memory(pin_memory=True)): a larger --budget gives them room")
+
+
 def test_kept_fixes_the_patch_its_status_and_the_command_alone_on_its_line():
     doc = {"findings": [{"severity": "error"}, {"severity": "warning"}, {"severity": "warning"}],
            "run_dir": "reports/r1",

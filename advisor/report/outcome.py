@@ -45,6 +45,13 @@ def _kept(doc: dict) -> str:
         said = [f"{len(ran)} trial(s) ran and none was faster beyond the noise" if not bad else
                 f"{len(ran)} trial(s) measured, not faster beyond the noise"] if ran else []
         said += [bad] if bad else []
+        # fixes proposed but never started for want of time: the budget's doing, not the fixes'
+        unrun = [t for t in trials if t.get("status") == "not run" and not t.get("ceiling")
+                 and "budget" in str(t.get("reason") or "")]
+        if unrun:
+            said.append(f"{len(unrun)} proposed fix trial(s) not run, the trial budget spent "
+                        f"({', '.join(str(t.get('name')) for t in unrun[:3])}{', ...' if len(unrun) > 3 else ''}): "
+                        "a larger --budget gives them room")
         return f"kept: nothing: {'; '.join(said)}" if said else \
             "kept: nothing: no finding proposed a fix advisor can trial here"
     last = kept[-1]
