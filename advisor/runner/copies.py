@@ -10,7 +10,8 @@ import sys
 
 import torch
 
-_is_compiling = torch.compiler.is_compiling
+from advisor.runtime.capture import capturing as _is_compiling  # noqa: E402 - Dynamo or a jit trace
+
 _NOT_ACCEL = frozenset(("cpu", "meta"))
 
 

@@ -29,9 +29,9 @@ from advisor.runner.items import ItemHooks
 from advisor.runner.observe import first_tensor
 from advisor.runner.tokens import tokens_of
 from advisor.runner.updates import ParameterUpdates
+from advisor.runtime.capture import capturing as _is_compiling  # noqa: E402 - Dynamo or a jit trace
 from advisor.runtime.patching import in_loading, loading
 
-_is_compiling = torch.compiler.is_compiling
 _get_ident = threading.get_ident
 
 

@@ -10,7 +10,7 @@ from time import perf_counter
 
 import torch
 
-_is_compiling = torch.compiler.is_compiling
+from advisor.runtime.capture import capturing as _is_compiling  # noqa: E402 - Dynamo or a jit trace
 
 
 class ItemHooks:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from advisor.runner.logits import compiled
+from advisor.runtime.capture import capturing
 
 TOP = 8   # the largest GEMM shapes kept (a transformer has a handful: qkv, out, up, down, head)
 
@@ -33,13 +34,13 @@ def watch(model: torch.nn.Module, record) -> None:
 
     def seen(module, args):
         if isinstance(module, torch.nn.Linear) and id(module) not in rows and module.training \
-                and torch.is_grad_enabled() and not torch.compiler.is_compiling():
+                and torch.is_grad_enabled() and not capturing():
             x = args[0] if args and isinstance(args[0], torch.Tensor) else None
             if x is not None:
                 rows[id(module)] = int(x.numel() // max(1, module.in_features))
 
     def done(module, args, out):
-        if torch.compiler.is_compiling() or not rows:
+        if capturing() or not rows:
             return   # an evaluation's forward (no training rows seen): the next call
         pre.remove()
         post.remove()

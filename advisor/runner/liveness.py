@@ -32,7 +32,7 @@ ARM_S = 1.0      # the least silence before the watch arms its hook
 ARM_STEPS = 3    # ... and at least this many median steps
 POLL_S = 0.25
 
-_is_compiling = torch.compiler.is_compiling
+from advisor.runtime.capture import capturing as _is_compiling  # noqa: E402 - Dynamo or a jit trace
 
 
 class Watch:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from advisor.runtime import MIN_VOCAB
+from advisor.runtime.capture import capturing
 
 
 def head_of(model: torch.nn.Module) -> torch.nn.Linear | None:
@@ -29,7 +30,7 @@ def watch(model: torch.nn.Module, record) -> None:
     model_type = getattr(getattr(inner, "config", None), "model_type", None)
 
     def hook(module, args, out):
-        if torch.compiler.is_compiling() or not (module.training and torch.is_grad_enabled()):
+        if capturing() or not (module.training and torch.is_grad_enabled()):
             return   # an evaluation's logits (Liger's fused loss computes them there too): the next call
         handle.remove()
         if isinstance(out, torch.Tensor) and out.dim() >= 2:

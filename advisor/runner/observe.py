@@ -14,6 +14,7 @@ from advisor.runner import dali_use, environment, hf_models, linears, loaders, l
 from advisor.runner._util import Patcher
 from advisor.runner.placement import memory_format_of
 from advisor.runtime import provenance
+from advisor.runtime.capture import capturing
 from advisor.runtime.cli_seen import CliSeen
 from advisor.runtime.sites import ADVISOR_DIR, SiteFinder
 
@@ -492,7 +493,7 @@ class Observer:
         self.patches.set(autocast, "__enter__", __enter__)
 
     def _record_autocast(self, ac) -> None:
-        if torch.compiler.is_compiling():
+        if capturing():
             return
         enabled = bool(getattr(ac, "_enabled", True))
         prev = self.config.get("autocast")

@@ -15,6 +15,8 @@ import weakref
 
 import torch
 
+from advisor.runtime.capture import capturing
+
 
 def memory_format_of(t: torch.Tensor) -> str:
     try:
@@ -44,7 +46,7 @@ class Placements:
             def make(orig):
                 @functools.wraps(orig)
                 def placed(module, *a, **k):
-                    if self._active() and not torch.compiler.is_compiling():
+                    if self._active() and not capturing():
                         self._safe("model placement observation", self._record, module)
                     return orig(module, *a, **k)
                 return placed

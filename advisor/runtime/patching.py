@@ -112,7 +112,7 @@ def in_loading() -> bool:
 
 
 _worker_info = torch.utils.data.get_worker_info
-_is_compiling = torch.compiler.is_compiling
+from advisor.runtime.capture import capturing as _is_compiling  # noqa: E402 - Dynamo or a jit trace
 
 
 def _pre_hook(module, args):
