@@ -21,6 +21,25 @@ import urllib.request
 
 import pytest
 
+
+def _this_directory_is_the_tests_package() -> None:
+    """``from tests import chromium`` names this directory, a namespace package: an installed
+    distribution that ships a top-level ``tests`` package of its own (rootutils does) would win
+    over it, and those imports fail at collection. The name is bound to this directory here,
+    before any test module is imported."""
+    import types
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    mod = sys.modules.get("tests")
+    if mod is not None and here in [os.path.abspath(p) for p in getattr(mod, "__path__", [])]:
+        return
+    pkg = types.ModuleType("tests")
+    pkg.__path__ = [here]
+    sys.modules["tests"] = pkg
+
+
+_this_directory_is_the_tests_package()
+
 TB_PLUGIN = "/data/plugin/pytorch_profiler"
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
 
