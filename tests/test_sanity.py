@@ -68,3 +68,25 @@ def test_trials_the_user_named_run_even_on_a_host_too_noisy_to_judge(tmp_path):
     assert [c[0] for c in calls][-1] == "01-set-to-none"
     assert "the trials --fix names ran anyway, judged at that noise" in result["unsettled"]
     assert result["threshold"] > 1.0 and result["noise"] > sanity.IMPLAUSIBLE
+
+
+def test_a_reference_is_timed_again_only_where_the_budget_has_room(tmp_path, monkeypatch):
+    """Each process takes 10 s and the budget's planned end is 45 s in, 30 s gone when the
+    repeat ends: a re-timing (and the verification after it) would end past it, so none starts;
+    the result says the budget left no room. On a CPU host loaded 9 deep one re-timing ran 200 s
+    past a 4-minute budget."""
+    import time
+
+    from advisor import trials
+    from tests.test_trials_ladder import _elapsed
+
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    speeds = {(): [_elapsed(10.0), _elapsed(300.0)], ("set-to-none",): [_elapsed(5.0)]}
+    result, calls, _ = ladder(tmp_path, speeds, [_finding("set-to-none", 10.0)],
+                              baseline={**_elapsed(1000.0)}, budget_s=45.0 / trials.planned_end(1.0), clock=clock)
+    assert [c[0] for c in calls] == ["00-baseline-repeat"]
+    assert _rec(result, "00-baseline-repeat-2") == {"name": "00-baseline-repeat-2", "fix": "baseline (repeat)",
+                                                    "status": "not run", "reason": "trial budget spent",
+                                                    "interventions": []}
+    assert "the budget left no room to time it again" in result["unsettled"]

@@ -59,8 +59,16 @@ def _retime(lad, repeat: dict) -> bool:
                         "reason": f"{apart:.0%} from the baseline, beyond any run-to-run noise: {why}; timed again",
                         "interventions": [], **measure.trial_figures(repeat, None, lad.base)})
     runs, left, noise = [lad.base, repeat], None, None
+    spent = False
     for i in range(sanity.RETIMES):
         name = f"{REPEAT}-{i + 2}"
+        # a re-timing is a process like a trial's: none starts that would not end inside the
+        # budget (on a host loaded 9 deep, one repeat took 300 s and the next ran past a 4 min budget)
+        if lad.ctx.out_of_budget(changes_stack=False):
+            lad.trials.append({"name": name, "fix": "baseline (repeat)", "status": "not run",
+                               "reason": "trial budget spent", "interventions": []})
+            spent = True
+            break
         lad.say(f"the baseline and its repeat are {apart:.0%} apart: timing it again ({name})")
         extra, _, _ = lad.process(name, [], profile=False)
         if extra.get("status") == "complete":
@@ -76,6 +84,7 @@ def _retime(lad, repeat: dict) -> bool:
         asked = lad.ctx.only is not None   # --fix: the trials the user named run anyway
         lad.result["unsettled"] = (f"the host is too noisy to judge fixes: the same script measured "
                                     f"{sanity.rates_text(named)} a step ({why}); "
+                                    + ("the budget left no room to time it again; " if spent else "")
                                     + ("the trials --fix names ran anyway, judged at that noise. " if asked else
                                        "no fix was trialled. ")
                                     + "Run advisor on a quieter host, or with a longer --warmup and --min-time")
