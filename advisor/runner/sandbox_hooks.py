@@ -388,7 +388,7 @@ def _install_view(sb: Sandbox) -> None:
         return copy, gone
 
     def listdir(path="."):
-        if isinstance(path, int):
+        if isinstance(path, int) or not (sb.redirected or sb.deleted):
             return real_listdir(path)
         copy, gone = both(path)
         if copy is None and not gone:
@@ -398,7 +398,7 @@ def _install_view(sb: Sandbox) -> None:
         return list(dict.fromkeys([*mine, *names]))
 
     def scandir(path="."):
-        if isinstance(path, int):
+        if isinstance(path, int) or not (sb.redirected or sb.deleted):
             return real_scandir(path)
         copy, gone = both(path)
         if copy is None and not gone:
