@@ -531,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     rs.add_argument("--scoreboard", type=Path, default=SCOREBOARD)
     t = sub.add_parser("table")
     t.add_argument("--scoreboard", type=Path, default=SCOREBOARD)
+    t.add_argument("--device", choices=("cpu", "gpu"), help="only this device's rows")
     sub.add_parser("list")
     args = p.parse_args(argv)
     entries = load_manifest()
@@ -551,7 +552,9 @@ def main(argv: list[str] | None = None) -> int:
         merge(args.scoreboard, rows)
         return 0
     if args.verb == "table":
-        print(table(json.loads(args.scoreboard.read_text())))
+        doc = json.loads(args.scoreboard.read_text())
+        doc["scripts"] = [r for r in doc["scripts"] if args.device in (None, r["device"])]
+        print(table(doc))
         return 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # through _run's clean-up
     nice = args.nice if args.nice is not None else (15 if args.device == "cpu" else 0)
