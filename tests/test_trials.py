@@ -77,24 +77,31 @@ def test_patch_applies_and_has_the_effect(slow_run):
     if "preload-dataset" in kept:  # the samples are collated once; batches are gathered in the main process
         assert "class _PreloadedOnDevice" in text and "DataLoader(_PreloadedOnDevice(" in text and "num_workers=0" in text
     else:
-        # the count where the script keeps it: the call's argument, or the default of the flag
-        # that sets it (advisor.patch.knobs), with the matching persistent_workers (kept: on a
-        # CPU nothing is pinned, and only a pinning loader leaves them out)
+        # the count where the script keeps it: the call's argument, or the flag that sets it,
+        # given on the recommended command where the run read the script's parser (the
+        # run-time chain, advisor.patch.provenance), with the matching persistent_workers (kept:
+        # on a CPU nothing is pinned, and only a pinning loader leaves them out)
+        command = doc["patch"]["command"]
+        on_command = "--workers" in command and int(command[command.index("--workers") + 1]) > 0
         assert re.search(r"num_workers=[1-9]", text) and "persistent_workers=True" in text or \
-            re.search(r'"--workers", type=int, default=[1-9]', text) and "persistent_workers=args.workers > 0" in text
+            (on_command or re.search(r'"--workers", type=int, default=[1-9]', text)) \
+            and "persistent_workers=args.workers > 0" in text, (command, text)
 
-    def loaders(script_dir) -> list[list]:
+    # the recommended command's arguments (patch.command: a flag the patch sets there), shorter
+    args = [*doc["patch"]["command"][2:], "--steps", "24"]
+
+    def loaders(script_dir, argv=("--sleep-ms", "4", "--steps", "24")) -> list[list]:
         """[num_workers, dataset class] of each DataLoader the script makes, run as plain python
         (the speed this buys is benchmarks/slow_loader_workers.py's figure, not a test's)."""
         probe = ("import runpy, sys, torch.utils.data as d\nseen, orig = [], d.DataLoader.__init__\n"
                  "def init(self, *a, **k):\n    orig(self, *a, **k)\n    seen.append([self.num_workers, type(self.dataset).__name__])\n"
-                 "d.DataLoader.__init__ = init\nsys.argv = ['slow_loader.py', '--steps', '24', '--sleep-ms', '4']\n"
+                 f"d.DataLoader.__init__ = init\nsys.argv = ['slow_loader.py', *{list(argv)!r}]\n"
                  "runpy.run_path('slow_loader.py', run_name='__main__')\nimport json\nprint('WORKERS', json.dumps(seen))")
         out = subprocess.run([sys.executable, "-c", probe], cwd=script_dir, capture_output=True, text=True,
                              timeout=300, check=True).stdout
         return json.loads(out.splitlines()[-1].split(" ", 1)[1])
 
-    before, after = loaders(tmp), loaders(work)
+    before, after = loaders(tmp), loaders(work, args)
     assert before == [[0, "SlowDataset"]]
     if "preload-dataset" in kept:    # its samples collated once, gathered in the main process
         assert after == [[0, "_PreloadedOnDevice"]]
