@@ -1049,8 +1049,9 @@ def test_a_model_traced_by_tensorboards_add_graph_traces_as_under_plain_python(t
             torch.nn.functional.cross_entropy(net(x), torch.randint(0, 10, (4,))).backward()
             opt.step(); opt.zero_grad()
     """)
-    from advisor.runner.parent import run_child
     from test_runner_support import spec_for
+
+    from advisor.runner.parent import run_child
 
     res = run_child(spec_for(str(script), ["train.py"], str(tmp_path), str(tmp_path / "run")),
                     timeout=180, step_timeout=120)

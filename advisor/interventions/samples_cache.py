@@ -34,14 +34,14 @@ _events: list[dict] = []
 
 
 def _clock() -> tuple[float, float | None]:
-    from advisor.runner.startup import cpu_wait_s
+    from advisor.runtime.schedstat import cpu_wait_s
 
     return time.perf_counter(), cpu_wait_s()
 
 
 def _own_s(since: tuple[float, float | None]) -> float:
     """Seconds since ``since`` (_clock), less the main thread's wait for a core meanwhile."""
-    from advisor.runner.startup import cpu_wait_s
+    from advisor.runtime.schedstat import cpu_wait_s
 
     t0, w0 = since
     wall, w1 = time.perf_counter() - t0, cpu_wait_s()

@@ -21,21 +21,11 @@ from __future__ import annotations
 import time
 from time import perf_counter
 
+from advisor.runtime.schedstat import cpu_wait_s
+
+
 # The main thread's scheduler statistics: time on a CPU, time waiting on a run queue (ns), and
 # time slices. /proc/self is the thread group's leader: the script's main thread.
-_SCHEDSTAT = "/proc/self/schedstat"
-
-
-def cpu_wait_s() -> float | None:
-    """Seconds the main thread has waited, runnable, for a CPU since it started; None where the
-    kernel does not say (no schedstat: gVisor, other systems)."""
-    try:
-        with open(_SCHEDSTAT, encoding="ascii") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 class StartupTimeline:
     """Wall-clock times (time.time()) of the start-up's milestones: install, script, cuda_init,
     cuda_ready, first_step (held, advanced, released for a process started ahead; the parent
