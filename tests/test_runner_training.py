@@ -1056,3 +1056,35 @@ def test_a_model_traced_by_tensorboards_add_graph_traces_as_under_plain_python(t
     res = run_child(spec_for(str(script), ["train.py"], str(tmp_path), str(tmp_path / "run")),
                     timeout=180, step_timeout=120)
     assert res["status"] == "complete", res["incomplete_reasons"]
+
+
+def test_a_gradient_penalty_trains_through_the_step_whose_flops_are_counted(tmp_path, capfd):
+    """WGAN-GP's autograd.grad(create_graph=True) on the critic's output (eriklindernoren's
+    wgan_gp.py): the FLOP count of warm-up step 3 must not change what autograd does. torch's
+    FlopCounterMode tracks modules with hooks on their outputs' gradients, and the script's
+    gradient penalty failed at that step under advisor alone."""
+    script = write(tmp_path / "train.py", """
+        import torch
+        critic = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LeakyReLU(0.2), torch.nn.Linear(16, 1))
+        opt = torch.optim.Adam(critic.parameters(), lr=1e-3)
+        for step in range(60):
+            real, fake = torch.randn(16, 8), torch.randn(16, 8)
+            alpha = torch.rand(16, 1)
+            mixed = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+            d_mixed = critic(mixed)
+            grads = torch.autograd.grad(outputs=d_mixed, inputs=mixed, grad_outputs=torch.ones_like(d_mixed),
+                                        create_graph=True, retain_graph=True, only_inputs=True)[0]
+            penalty = ((grads.norm(2, dim=1) - 1) ** 2).mean()
+            loss = -critic(real).mean() + critic(fake).mean() + 10 * penalty
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """)
+    from test_runner_support import spec_for
+
+    from advisor.runner.parent import run_child
+
+    res = run_child(spec_for(str(script), ["train.py"], str(tmp_path), str(tmp_path / "run"), count_flops=True,
+                             warmup_steps=5), timeout=180, step_timeout=120)
+    assert res["status"] == "complete", res["incomplete_reasons"]
+    assert res["flops"]["per_step"] and res["flops"]["step"] == 3, res["flops"]

@@ -15,6 +15,30 @@ from __future__ import annotations
 COUNTED_STEP = 3  # lazy initialisation and the first batch are behind it
 
 
+class _Untracked:
+    """FlopCounterMode's module tracker, left out: advisor wants the step's total alone, and the
+    tracker's hooks on module outputs' gradients break a script's ``autograd.grad`` on them (a
+    WGAN-GP gradient penalty: "A leaf node was passed to _will_engine_execute_node")."""
+
+    parents = ("Global",)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def _counter():
+    """torch's FlopCounterMode counting the whole step, with no module tracking."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    if hasattr(counter, "mod_tracker"):
+        counter.mod_tracker = _Untracked()
+    return counter
+
+
 class StepFlops:
     def __init__(self, ctl):
         self.ctl = ctl
@@ -40,9 +64,7 @@ class StepFlops:
             self.why = "the model is compiled (torch.compile): FLOPs are counted on eager steps"
             return
         try:
-            from torch.utils.flop_counter import FlopCounterMode
-
-            counter = FlopCounterMode(display=False)
+            counter = _counter()
             counter.__enter__()
             self.counter, self.step = counter, step
         except Exception as e:  # noqa: BLE001 - no FLOPs, never a broken step
