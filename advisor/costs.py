@@ -1,9 +1,9 @@
 """After the ladder: how far the trials' one-off costs and rates can be trusted.
 
 **The warm reference.** The baseline is the one process that starts cold: the first on
-the machine to read the CUDA libraries and the dataset from disk (on an H200, timm's ResNet-50
-trainer reached its first step 11.9 s later than the same configuration started again; the
-difference was all between CUDA's start and the first step). Every later process, the trials and
+the machine to read the CUDA libraries and the dataset from disk, a difference that falls
+between CUDA's start and the first step (docs/measurement.md gives a measured case). Every
+later process, the trials and
 the baseline's repeat alike, starts warm, and the user's own runs of a patched script pay the
 cold start whatever the fixes. So a trial's one-off cost is its lead-in less the repeat's
 (``one_off_s``; measure.one_off_s against the baseline is kept as ``one_off_vs_baseline_s``), and

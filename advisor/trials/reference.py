@@ -63,7 +63,7 @@ def _retime(lad, repeat: dict) -> bool:
     for i in range(sanity.RETIMES):
         name = f"{REPEAT}-{i + 2}"
         # a re-timing is a process like a trial's: none starts that would not end inside the
-        # budget (on a host loaded 9 deep, one repeat took 300 s and the next ran past a 4 min budget)
+        # budget (on a loaded host one repeat can take as long as the whole budget)
         if lad.ctx.out_of_budget(changes_stack=False):
             lad.trials.append({"name": name, "fix": "baseline (repeat)", "status": "not run",
                                "reason": "trial budget spent", "interventions": []})
