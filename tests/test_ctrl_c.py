@@ -144,3 +144,67 @@ def test_ctrl_c_during_the_baseline_is_interrupted_and_exits_130(tmp_path):
     # its baseline was cut short: it is no measurement to compare
     r = _advisor("compare", tmp_path / "run", tmp_path / "run", "--json", cwd=tmp_path)
     assert r.returncode == 1 and "is not a complete run (status 'interrupted'" in r.stderr
+
+
+ORPHANED = """
+import os
+import time
+
+import torch
+
+log = open("log.txt", "a")                      # appended, never flushed: a normal exit flushes it
+open("pid.txt", "w").write(str(os.getpid()))
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+try:
+    for i in range(200):
+        model(torch.randn(8, 4)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        log.write(f"step {i}\\n")
+        time.sleep(0.3)
+finally:
+    log.write("finally\\n")
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:   # a zombie (reaped by nobody yet) has ended
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_baseline_whose_advisor_was_killed_stops_as_advisor_would_and_keeps_its_writes(tmp_path):
+    """advisor SIGKILLed (the OOM killer, a job's hard stop) while its baseline runs: the script
+    is stopped as advisor stops it, with SIGINT, well before the 200 steps it would otherwise
+    run; its finally block runs and its log, never flushed, keeps every line it wrote."""
+    (tmp_path / "train.py").write_text(ORPHANED)
+    err = tmp_path / "stderr.txt"
+    with open(err, "wb") as f:
+        p = subprocess.Popen([sys.executable, "-m", "advisor", "analyze", "--out", str(tmp_path / "run"),
+                              "--warmup", "150", "--no-trials", "train.py"],
+                             cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=f)
+    deadline = time.monotonic() + WAIT_S
+    progress = tmp_path / "run" / "progress.jsonl"
+    while '"step": 3' not in (progress.read_text() if progress.is_file() else ""):
+        assert p.poll() is None and time.monotonic() < deadline, err.read_text(errors="replace")[-3000:]
+        time.sleep(0.2)
+    pid = int((tmp_path / "pid.txt").read_text())
+    p.kill()
+    p.wait()
+    deadline = time.monotonic() + WAIT_S
+    while _alive(pid):
+        assert time.monotonic() < deadline, "the orphaned baseline ran on"
+        time.sleep(0.2)
+    lines = (tmp_path / "log.txt").read_text().splitlines()
+    assert lines[-1] == "finally" and lines[0] == "step 0", lines
+    steps = [int(x.split()[1]) for x in lines[:-1]]
+    assert steps == list(range(len(steps))) and 2 <= len(steps) < 150, steps
+    child = json.loads((tmp_path / "run" / "child.json").read_text())   # what it captured, saved by itself
+    assert any("advisor's process ended while the script ran" in n for n in child["notes"]), child["notes"]
+    assert child["stage"] == "warmup", child["stage"]

@@ -214,8 +214,8 @@ def _hog(cpu: int) -> subprocess.Popen:
 
 def test_a_guess_stopped_held_twice_and_starved_of_its_core_reads_the_cold_lead_in(tmp_path):
     """One script, started cold, and on a guess (a spare with torch imported first): the guess is
-    stopped for 2 s in its start-up, its main thread shares its one CPU with a busy process at a
-    higher priority, it waits at its first CUDA use, is advanced into its warm-up and waits
+    stopped for 2 s in its start-up, its main thread shares its one CPU with a busy process at the
+    same priority, it waits at its first CUDA use, is advanced into its warm-up and waits
     again. Its wall time to the first step is seconds longer; its lead-in is the cold one's,
     within the lead-in's least noise."""
     from advisor.runner.ahead import HeldChild, WarmChild
@@ -260,7 +260,9 @@ def test_a_guess_stopped_held_twice_and_starved_of_its_core_reads_the_cold_lead_
     out = measure._covered(measure._spans(measure._holds(at), at["stopped"]), at["script"], at["first_step"])
     assert out >= 2.9, at
     if starving:
-        assert measure._cpu_wait(at, "script", "first_step") > 1.0, at
+        # its 0.5 s of start-up work shared one core with a busy process at the same priority: the
+        # kernel's fair share makes it wait about as long as it works (0.46 s on a quiet host)
+        assert measure._cpu_wait(at, "script", "first_step") > 0.25, at
     assert abs(measure.lead_in_s(res) - measure.lead_in_s(cold)) <= costs.LEAD_NOISE_MIN_S, \
         (measure.lead_in_s(res), measure.lead_in_s(cold), at)
 

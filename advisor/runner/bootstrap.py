@@ -23,6 +23,7 @@ def _main() -> None:
     # uncaught KeyboardInterrupt ends the process by SIGINT, as python's own exit does (python's
     # mechanism is not reliable here: code run during finalization can reset its flag).
     atexit.register(_exit_by_sigint_if_interrupted)
+    _STATE["run_dir"] = spec["run_dir"]
     ctl = session.install(spec)
     exc = _run_script(script, file_, _as_main(script, argv, file_))
     _end(ctl, spec, exc, flush_std, advisor_dir)
@@ -249,7 +250,7 @@ def _print_traceback(exc: BaseException, quiet_interrupt: bool, advisor_dir: str
         _STATE["sigint"] = True
 
 
-_STATE = {"sigint": False}
+_STATE = {"sigint": False, "run_dir": None}
 
 
 def _exit_by_sigint_if_interrupted() -> None:
@@ -258,6 +259,14 @@ def _exit_by_sigint_if_interrupted() -> None:
     import os
     import signal
 
+    # the interpreter's finalization would flush the script's open files; the SIGINT below ends
+    # the process before it (Ctrl-C, or advisor gone: runner/orphan.py)
+    try:
+        from advisor.runner._util import flush_open_files
+
+        flush_open_files(_STATE["run_dir"])
+    except Exception:
+        pass
     for s in (sys.stdout, sys.stderr):
         try:
             s.flush()

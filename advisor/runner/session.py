@@ -40,6 +40,9 @@ def install(spec: dict):
     from advisor.runtime import patching as _patch
 
     _patch.set_note_sink(ctl.note)   # what a fix finds at run time that it cannot apply
+    from advisor.runner import orphan
+
+    orphan.watch(ctl.note)           # advisor gone: the script stopped as advisor would stop it
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_forget)   # a forked worker is not the run
     if spec.get("hold") and spec.get("hold_at", "cuda") == "cuda":

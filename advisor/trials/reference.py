@@ -4,14 +4,26 @@ agree (advisor.trials.sanity) or the host is called too noisy to judge fixes."""
 
 from __future__ import annotations
 
+import math
+import time
+
 from advisor import failures, measure
 from advisor.trials import guesses, sanity
+from advisor.trials.process import planned_end
 from advisor.trials.state import CUT_SHORT, REPEAT, Interrupted
 
 
 def measure_reference(lad) -> None:
     """The repeat, and the noise and threshold the first trials are judged at; lad: the ladder
     (advisor.trials.ladder), whose reference runs, noise and records this sets."""
+    no_room = _no_room(lad)
+    if no_room:
+        lad.say(no_room)
+        lad.groups, lad.ref_runs, lad.loss_ref, lad.noise = [[lad.base]], [lad.base], lad.base, 0.0
+        lad.result.update(noise=None, threshold=measure.acceptance_threshold(0.0))
+        lad.trials.append({"name": REPEAT, "fix": "baseline (repeat)", "status": "not run", "reason": no_room,
+                           "interventions": []})
+        return
     lad.say("repeating the baseline to measure run-to-run noise")
     # Timing only: the baseline's own trace is the one the rules read.
     try:
@@ -48,6 +60,34 @@ def measure_reference(lad) -> None:
                             **measure.trial_figures(repeat, None, lad.base)})
 
 
+def _fits(lad) -> bool:
+    """Whether a reference run (the repeat, a re-timing) may start: it is a process like a
+    trial's, and it serves only what comes after it. With fixes queued, it, a trial after it
+    and the verification all end inside the budget; with none, it does itself. A slow baseline
+    on a loaded host can spend most of the budget alone: a repeat started then, and re-timed,
+    took the analyze to three times its budget."""
+    per = float(lad.base.get("elapsed_s") or 0.0)
+    if lad.queue:
+        return not lad.ctx.out_of_budget(room_s=per)
+    return time.monotonic() - lad.ctx.started + per <= planned_end(lad.ctx.budget_s)
+
+
+def _no_room(lad) -> str | None:
+    """Why the repeat does not start (_fits), with the budget that would give it room."""
+    if _fits(lad):
+        return None
+    ctx = lad.ctx
+    per = float(lad.base.get("elapsed_s") or 0.0)
+    used = time.monotonic() - ctx.started
+    after, need = (("its repeat and a trial after it, with the patch's verification", used + 3 * per) if lad.queue
+                   else ("its repeat", used + per))
+    minutes = max(1, math.ceil(need / planned_end(1.0) / 60))
+    floor = f"; a trial that fits alone is judged against the {measure.acceptance_threshold(0.0):.1%} floor" \
+        if lad.queue else ""
+    return (f"not timed again: the baseline's stage took {used:.0f} s of the {ctx.budget_s:.0f} s budget, "
+            f"no room for {after} ({per:.0f} s a process){floor}; --budget {minutes} gives them room")
+
+
 def _retime(lad, repeat: dict) -> bool:
     """The baseline and its repeat disagree beyond any plausible noise (advisor.trials.sanity):
     say why, time the reference again, and go on with the runs that agree. False when none
@@ -62,9 +102,7 @@ def _retime(lad, repeat: dict) -> bool:
     spent = False
     for i in range(sanity.RETIMES):
         name = f"{REPEAT}-{i + 2}"
-        # a re-timing is a process like a trial's: none starts that would not end inside the
-        # budget (on a loaded host one repeat can take as long as the whole budget)
-        if lad.ctx.out_of_budget(changes_stack=False):
+        if not _fits(lad):
             lad.trials.append({"name": name, "fix": "baseline (repeat)", "status": "not run",
                                "reason": "trial budget spent", "interventions": []})
             spent = True
