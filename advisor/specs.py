@@ -35,6 +35,8 @@ class AnalyzeOptions:
 # directory (runner/bootstrap.py): a script that logs every step would otherwise print its
 # log once per process (the repeat, every trial, the ceiling, the verification).
 OUTPUT_FILE = "stdout.txt"
+# The baseline's record of the paths it created (runner/created.py FILE), in the run directory.
+CREATED_FILE = "created.json"
 
 
 def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeOptions,
@@ -60,6 +62,9 @@ def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeO
         # the baseline's alone are read, so trials do not pay for them
         "record_lines": True,
         "count_flops": True,   # one warm-up step's FLOPs (runner/flops.py): the baseline's serve every run
+        # the paths the baseline creates and does not read back (runner/created.py): absent for
+        # every process after it, which starts from the tree the baseline found (sandbox)
+        "record_created": True,
         "verbose": opts.verbose,   # read by quiet(): the processes after the baseline keep their output
     }
 
@@ -123,6 +128,8 @@ def sandbox(spec: dict, run_dir: Path | str) -> dict:
     working directory (spec ``cwd``), the script at its own path."""
     spec["sandbox_writes"] = True
     spec["sandbox_root"] = str(run_dir)
+    spec["record_created"] = False
+    spec["hidden_file"] = str(Path(run_dir) / CREATED_FILE)   # the baseline's record, read at start and release
     # stopped by advisor (Ctrl-C, a time limit), the script's KeyboardInterrupt is not printed
     # (runner/bootstrap.py): the process's record says why it stopped
     spec["quiet_interrupt"] = True

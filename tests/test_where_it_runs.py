@@ -9,12 +9,16 @@ under the copy-on-write view where the machine allows one and under a kernel tha
 unshare(2) with EINVAL as gVisor does (tests/no_unshare.py): the Python hooks alone. Each
 sandboxed process saw the cwd and ``__file__`` plain python gives; its writes landed in its run
 directory; the user's log holds the baseline's lines alone, flushed although advisor stopped it.
+The script refuses a run directory that exists, as many trainers do, and builds its inputs once:
+every process after the baseline found the tree as the baseline found it (runner/created.py),
+the baseline's run directory absent and the inputs it read back there.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -32,13 +36,20 @@ from helper import make_model          # beside the script: sys.path[0]
 HERE = os.path.dirname(os.path.abspath(__file__))
 cfg = json.load(open("../configs/train.json"))                          # relative to the cwd
 assert cfg == json.load(open(os.path.join(HERE, "..", "configs", "train.json")))   # and to __file__
-os.makedirs("../result", exist_ok=True)
+exp = os.path.join(HERE, "..", "result", "exp")
+if os.path.exists(exp):                           # a trainer that never overwrites a run
+    sys.exit(f"{exp} exists: remove it first")
+os.makedirs(exp)
+if not os.path.exists("../data/inputs.pt"):       # made once, then read back: the script's input
+    print("building the inputs", flush=True)
+    os.makedirs("../data", exist_ok=True)
+    torch.save(torch.randn(16, cfg["width"]), "../data/inputs.pt")
+x = torch.load("../data/inputs.pt")
 log = open("../result/log_train.txt", "a")        # never flushed, never closed
 log.write(f"start {os.getpid()} {os.getcwd()} {os.path.abspath(__file__)}\\n")
 model = make_model(cfg["width"])
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 for step in range(cfg["steps"]):
-    x = torch.randn(16, cfg["width"])
     loss = model(x).pow(2).mean()
     loss.backward()
     opt.step()
@@ -96,6 +107,7 @@ def test_every_process_runs_in_the_users_cwd_with_the_script_at_its_own_path(tmp
             "verify": ["--apply", "amp", "--no-trials"]}           # the patch's verification
     docs = {}
     for name, opts in runs.items():
+        shutil.rmtree(proj / "result" / "exp", ignore_errors=True)   # as the user would, between runs
         cmd = [sys.executable, "-m", "advisor", "analyze", "--out", str(tmp_path / name), *common, *opts, "train.py"]
         if sandbox == "python":   # the kernel refuses unshare(2), as on gVisor
             cmd = [sys.executable, str(REPO / "tests" / "no_unshare.py"), "--", *cmd]
@@ -130,6 +142,9 @@ def test_every_process_runs_in_the_users_cwd_with_the_script_at_its_own_path(tmp
         assert copy.is_file(), f"{where} wrote no log into its run directory"
         own = [s for s in _starts(copy) if s[0] not in baselines]
         assert own and own[-1][1:] == [str(src.resolve()), str((src / "train.py").resolve())], (where, own)
+        assert "building the inputs" not in (tmp_path / where / "stdout.txt").read_text(), where
+    hidden = json.loads((tmp_path / "trials/trials/00-baseline-repeat/child.json").read_text())["sandbox"]["hidden"]
+    assert str((proj / "result").resolve()) in hidden and not any("data" in Path(p).parts for p in hidden), hidden
 
     # nothing in the user's tree that plain python would not have made
     assert _files(proj) - made_by_python == set(), sorted(_files(proj) - made_by_python)

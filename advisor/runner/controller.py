@@ -69,6 +69,7 @@ class Controller:
         self.observer = None        # observe.Observer
         self.hooks = None           # hooks.Hooks
         self.sandbox = None         # sandbox.Sandbox (trials)
+        self.created = None         # created.Created: the paths the baseline makes (the baseline)
         self.lines = None           # lines.LineRecorder: the user's lines that ran (for the patch)
         self.script_profilers = None  # disarm.ScriptProfilers: the script's own, let work (spec own_profiler)
         self.watch = None           # liveness.Watch: in a timed window with the loop hooks off
@@ -127,6 +128,8 @@ class Controller:
     def save(self) -> None:
         if not self.forked:
             save_child_doc(self)
+            if self.created is not None:
+                self.created.save()
 
     # ------------------------------------------------------------------ steps
     def start(self) -> None:

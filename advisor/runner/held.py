@@ -55,6 +55,8 @@ def relocate(ctl, spec: dict) -> None:
     ctl.run.relocate(spec)
     if ctl.sandbox is not None:
         ctl.sandbox.relocate(ctl.run.dir)
+        # started beside the baseline: what it created since is absent here too
+        ctl.sandbox.hide_from(spec.get("hidden_file"))
 
 
 def _drain_gpu() -> None:

@@ -99,6 +99,7 @@ class Sandbox:
         self.sources = {os.path.realpath(k): os.path.realpath(v) for k, v in (sources or {}).items()}
         self.redirected: dict[str, str] = dict(self.sources)
         self.deleted: set[str] = set()        # the user's files a delete left in place
+        self.hidden: set[str] = set()         # what the baseline created: absent here (hide)
         self.events: dict[tuple[str, str], dict] = {}
         self.fresh: set[str] = set()          # files the script made with tempfile.mkstemp
         self.passing = threading.local()      # .on: a call advisor trusts is under way (tempfile's own)
@@ -109,6 +110,25 @@ class Sandbox:
             self.split = json.loads(os.environ.get("ADVISOR_SANDBOX_SPLIT") or "[]")
         except ValueError:
             self.layers, self.split = [], []
+
+    def hide(self, paths) -> None:
+        """The paths the baseline created and did not read back (runner/created.py): absent in
+        this process, as before the baseline, so that it starts from the tree the baseline
+        found. A write there makes the sandbox's own copy."""
+        new = {os.path.abspath(p) for p in paths or ()} - self.hidden
+        new = {p for p in new if not _under(p, self.own)}
+        self.hidden |= new
+        self.deleted |= new
+
+    def hide_from(self, file: str | None) -> None:
+        """hide() what the baseline's record at ``file`` lists, where it has one."""
+        if not file:
+            return
+        try:
+            with _real_fns().get("open", open)(file, encoding="utf-8") as f:
+                self.hide(json.load(f).get("hidden") or [])
+        except (OSError, ValueError, AttributeError):
+            pass
 
     def allow(self, path, make: bool = False) -> None:
         """Writes under `path` go where asked (the script's own profiler traces, a fresh
@@ -247,6 +267,8 @@ class Sandbox:
                "redirected_total": len(self.events)}
         if self.why:
             out["why"] = self.why
+        if self.hidden:
+            out["hidden"] = sorted(self.hidden)[:LIST_MAX]   # what the baseline made: absent here
         if self.kind == "overlay":
             out["not_overlaid_whole"] = self.split   # a new entry directly in one: the hooks alone
             absorbed = absorbed_changes(self.layers)
@@ -292,4 +314,5 @@ def enter_spawned(state_path: str) -> None:
         return
     sb = Sandbox(state["run_dir"], lambda text: None, also_allowed=tuple(state.get("own") or ()),
                  sources=state.get("sources"))
+    sb.hide(state.get("hidden"))
     sb.install()

@@ -54,6 +54,13 @@ def _copy_up(path, dest: str) -> None:
             REAL["copy2"](path, dest, follow_symlinks=False)
 
 
+def _copy_up_seen(sb: Sandbox, full, dest: str) -> None:
+    """_copy_up of a user's file the script still sees: one deleted in the sandbox (or hidden:
+    the baseline made it) starts empty, as a new file would."""
+    if full is not None and not (sb.deleted and sb.deleted_at(full)):
+        _copy_up(full, dest)
+
+
 def install(sb: Sandbox) -> None:
     _install_view(sb)
     _install_sources(sb)
@@ -78,7 +85,7 @@ def _install_open(sb: Sandbox) -> None:
             if dest is not None:
                 _make_parent(dest)
                 if "w" not in str(mode) and "x" not in str(mode):   # append, r+: the user's text first
-                    _copy_up(real(file), dest)
+                    _copy_up_seen(sb, real(file), dest)
                 file = dest
         elif sb.redirected or sb.deleted:
             file = sb.read_target(file)
@@ -99,7 +106,7 @@ def _install_open(sb: Sandbox) -> None:
             if dest is not None:
                 _make_parent(dest)
                 if not flags & os.O_TRUNC:   # a write into the user's file starts from its text
-                    _copy_up(real(path), dest)
+                    _copy_up_seen(sb, real(path), dest)
                 path = dest
         elif dir_fd is None and (sb.redirected or sb.deleted):
             path = sb.read_target(path)
@@ -155,8 +162,8 @@ def _real_dir(sb: Sandbox, path) -> bool:
     """A directory of the user's that exists (and was not deleted in the sandbox): making it
     again changes nothing, and fails or not as it would for real."""
     full = real(path)
-    return full is not None and full not in sb.deleted and full not in sb.redirected and _isdir(full) \
-        and not _lexists(sb.redirect_of(full))
+    return full is not None and not (sb.deleted and sb.deleted_at(full)) and full not in sb.redirected \
+        and _isdir(full) and not _lexists(sb.redirect_of(full))
 
 
 def _delete(sb: Sandbox, path, op: str, real_fn, dir_fd=None) -> None:
@@ -170,7 +177,7 @@ def _delete(sb: Sandbox, path, op: str, real_fn, dir_fd=None) -> None:
         real_fn(copy)
         sb.redirected.pop(full, None)
         sb.record(op, full, copy)
-    elif _lexists(full) and full not in sb.deleted:
+    elif _lexists(full) and not sb.deleted_at(full):
         sb.suppress(op, full)
     else:
         raise FileNotFoundError(2, "No such file or directory", os.fspath(path))
@@ -218,7 +225,7 @@ def _move(sb: Sandbox, src, dst, real_fn, op: str):
     """A rename or move: onto the redirected destination; a user's file is copied, not moved."""
     src_full, src_dest = sb.judge(src, follow=False)
     if src_dest is not None and sb.copy_of(src_full) is None:   # the user's own file
-        if not _lexists(src_full) or src_full in sb.deleted:
+        if not _lexists(src_full) or sb.deleted_at(src_full):
             raise FileNotFoundError(2, "No such file or directory", os.fspath(src))
         to = sb.target(dst, op=op, follow=False) or os.fspath(dst)
         _copy_up(src_full, to)
@@ -315,7 +322,7 @@ def _install_links_and_attrs(sb: Sandbox) -> None:
         if dest is None:
             return real_touch(self, mode, exist_ok)
         _make_parent(dest)
-        _copy_up(real(self), dest)
+        _copy_up_seen(sb, real(self), dest)
         return real_touch(pathlib.Path(dest), mode, exist_ok)
 
     pathlib.Path.touch = touch
@@ -502,7 +509,7 @@ def _install_spawned(sb: Sandbox) -> None:
     state = os.path.join(sb.root, SPAWNED)
     try:
         with REAL["open"](state, "w", encoding="utf-8") as f:
-            json.dump({"run_dir": sb.root, "own": sb.own, "sources": sb.sources}, f)
+            json.dump({"run_dir": sb.root, "own": sb.own, "sources": sb.sources, "hidden": sorted(sb.hidden)}, f)
     except OSError:
         return
     real_cmd = _keep("multiprocessing.spawn.get_command_line", spawn.get_command_line)

@@ -79,7 +79,13 @@ def install(spec: dict):
         # the whole run directory is advisor's: the trace's tb/, the patched copies
         own = (os.path.dirname(ctl.run.tb_dir), *([spec["sandbox_root"]] if spec.get("sandbox_root") else []))
         ctl.sandbox = Sandbox(ctl.run.dir, ctl.note, also_allowed=own, sources=spec.get("sources"))
+        ctl.sandbox.hide_from(spec.get("hidden_file"))   # the tree as the baseline found it
         ctl.sandbox.install()
+    elif spec.get("record_created") and ctl.run.world_size == 1:
+        from advisor.runner.created import Created
+
+        ctl.created = Created(ctl.run.dir, also_left_out=(os.path.dirname(ctl.run.tb_dir),))
+        ctl.created.install()
     _dump_stacks_on_request(ctl)
     _SESSION = ctl
     ctl.start()
