@@ -48,6 +48,7 @@ class Failure(TypedDict, total=False):
     script_line: str
     traceback: list[str]           # "path:LINE: source", innermost last, advisor's pass-through wrappers left out
     when: str                      # "before the first step", "at step 12"
+    under: list[str]               # "script" at a line the baseline ran: the trial's fixes it failed under
 
 
 class TrialRecord(TypedDict, total=False):

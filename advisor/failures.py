@@ -76,6 +76,19 @@ def of_trial(runs: list[dict], reason: str) -> Failure:
     return {"kind": "advisor", "exception": None, "message": reason}
 
 
+def under_fixes(f: Failure, baseline: dict, fixes: list[str]) -> Failure:
+    """A script's error at a line the baseline ran without it, in a trial of ``fixes``: the fix
+    changed what that line is given (a channels-last tensor to ``.view``), so the error is the
+    fix's clash with the script, not a bug of the script's that the trial happened on. It stays
+    the script's kind (advisor's code did not raise), with ``under`` naming the fixes."""
+    where = str(f.get("where") or "")
+    path, _, num = where.rpartition(":")
+    ran = (baseline.get("executed_lines") or {}).get(path) if isinstance(baseline, dict) else None
+    if f.get("kind") == "script" and fixes and num.isdigit() and isinstance(ran, list) and int(num) in ran:
+        return {**f, "under": list(fixes)}
+    return f
+
+
 def failed_to_apply(child: dict) -> dict[str, str]:
     """{fix: its error} for each fix whose run-time part raised while it was installed
     (runner/session.py's note "intervention 'NAME' failed to apply: ERROR")."""
@@ -126,7 +139,8 @@ def words(trials: list[dict]) -> str:
         common = Counter(at(f) for f in script).most_common(2)
         first = next(f for f in script if at(f) == common[0][0])
         msg = f": {first['message']}" if first.get("message") and first.get("where") else ""
-        parts.append(f"{by['script']} through the script's error at {common[0][0]}{msg}"
+        under = f" under {'+'.join(first['under'])} (a line the baseline ran)" if first.get("under") else ""
+        parts.append(f"{by['script']} through the script's error{under} at {common[0][0]}{msg}"
                      + (", and elsewhere" if len(common) > 1 else ""))
     else:
         parts.append("0 through the script's error")
@@ -148,6 +162,9 @@ def line(f: dict) -> str:
     the script's task.py:11)", "the environment: killed by signal 9 (...)"."""
     kind = f.get("kind")
     src = f": {f['line']}" if f.get("line") else ""
+    if kind == "script" and f.get("under"):
+        return (f"the script's error under {'+'.join(f['under'])} at {f['where']}{src} (the baseline ran that "
+                f"line: the fix changes what it is given)")
     if kind == "script":
         return f"the script's error at {f['where']}{src}" if f.get("where") else f"the script's error: {f.get('message')}"
     if kind == "environment":

@@ -456,17 +456,19 @@ def test_a_model_without_its_own_to_keeps_the_usual_form(tmp_path):
 
 
 def test_an_analyze_whose_trials_fail_by_the_scripts_error_says_so(tmp_path):
-    """A real analyze of a script that fails when run a second time (it makes its output
-    directory without exist_ok): the baseline made it, so the repeat and every trial fail at
-    that line. run.json names each failure; the summary counts them as failed, by the script's
-    error, and does not say that none was faster."""
+    """A real analyze of a script that fails when run a second time (it consumes its input file,
+    deleting it): the baseline deleted it, so the repeat and every trial fail at that line.
+    run.json names each failure; the summary counts them as failed, by the script's error, and
+    does not say that none was faster. (A directory the baseline made is absent for the trials:
+    runner/created.py; a file it deleted is gone for real.)"""
+    (tmp_path / "inputs.txt").write_text("512")
     write(tmp_path / "train.py", """
         import os
         import torch
         from torch.utils.data import DataLoader, TensorDataset
 
-        os.mkdir("checkpoints")
-        data = TensorDataset(torch.randn(512, 16), torch.randn(512, 1))
+        n = int(open("inputs.txt").read()); os.remove("inputs.txt")
+        data = TensorDataset(torch.randn(n, 16), torch.randn(n, 1))
         model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         for epoch in range(40):
@@ -486,10 +488,30 @@ def test_an_analyze_whose_trials_fail_by_the_scripts_error_says_so(tmp_path):
     failed = [t for t in doc["trials"] if t["status"] == "failed"]
     assert failed, [(t["name"], t["status"]) for t in doc["trials"]]
     for t in failed:
-        assert t["failure"]["kind"] == "script" and t["failure"]["exception"] == "FileExistsError", t
-        assert t["failure"]["where"] == "train.py:5" and t["failure"]["line"] == 'os.mkdir("checkpoints")'
+        assert t["failure"]["kind"] == "script" and t["failure"]["exception"] == "FileNotFoundError", t
+        assert t["failure"]["where"] == "train.py:5" and \
+            t["failure"]["line"] == 'n = int(open("inputs.txt").read()); os.remove("inputs.txt")'
     assert len(failed) >= 2 and failed[0]["name"] == "00-baseline-repeat"   # the repeat, and the trials
     summary = " ".join((r.stderr + r.stdout).split())   # as the terminal wrapped it, unwrapped
     assert f"kept: nothing: {len(failed)} trial(s) failed ({len(failed)} through the script's error at train.py:5 " \
-           "(FileExistsError): [Errno 17] File exists: 'checkpoints'; 0 through advisor)" in summary
+           "(FileNotFoundError): [Errno 2] No such file or directory: 'inputs.txt'; 0 through advisor)" in summary
     assert "none was faster" not in summary
+
+
+def test_a_scripts_error_at_a_line_the_baseline_ran_is_named_under_the_fix(tmp_path):
+    """dcgan.py on an H200: channels-last+amp failed at the script's own `out.view(...)`, a line
+    the baseline ran: the fix gave it a channels-last tensor. The failure stays the script's
+    kind, and says it was under the fix; a line the baseline never reached says nothing more."""
+    base = {**_timed(100.0), "config": {"parameters": {"value": {"conv_memory_format": "contiguous"}}},
+            "executed_lines": {"train.py": [1, 2, 9]}}
+    speeds = {(): [100.0], (PAIR,): _crash(where="train.py:9"), (AMP,): _crash(where="train.py:12"),
+              ("channels-last",): [99.0]}
+    result, _, _ = ladder(tmp_path, speeds, [_finding("amp", 50.0)], baseline=base)
+    pair, amp = _rec(result, "01-"), _rec(result, "02-")
+    assert pair["failure"]["kind"] == "script" and pair["failure"]["under"] == ["channels-last", "amp(dtype=bfloat16)"]
+    assert failures.line(pair["failure"]) == (
+        "the script's error under channels-last+amp(dtype=bfloat16) at train.py:9: x() (the baseline ran that "
+        "line: the fix changes what it is given)")
+    assert "under" not in amp["failure"] and failures.line(amp["failure"]) == "the script's error at train.py:12: x()"
+    assert "through the script's error under channels-last+amp(dtype=bfloat16) (a line the baseline ran) at " \
+           "train.py:9 (RuntimeError)" in failures.words(result["trials"])

@@ -307,7 +307,7 @@ def _raised_in_advisor(entries: list, prefix: str) -> bool:
             pos = next(p for k, p in enumerate(tb.tb_frame.f_code.co_positions()) if k == tb.tb_lasti // 2)
         except Exception:   # noqa: BLE001 - python < 3.11: the line alone
             pos = None
-        if not passes_through(tb.tb_frame, tb.tb_lineno, pos, nxt):
+        if not passes_through(tb.tb_frame, tb.tb_lineno, pos, nxt, inner_passes=True):   # the inner ones passed
             return True
     return False
 

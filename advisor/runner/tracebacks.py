@@ -91,13 +91,17 @@ def _entries(exc: BaseException, finder: SiteFinder) -> list[_Entry]:
         raw.append((tb.tb_frame, tb.tb_lineno, pos))
         tb = tb.tb_next
     out = []
-    for k, (frame, lineno, pos) in enumerate(raw):
+    inner_passes = False   # the frame entered next was one of advisor's wrappers passing the call on
+    for k in range(len(raw) - 1, -1, -1):   # innermost first: a wrapper calling a wrapper
+        frame, lineno, pos = raw[k]
         nxt = raw[k + 1][0] if k + 1 < len(raw) else None
         name = frame.f_code.co_filename
         owner = _owner(name, finder)
-        if owner == "advisor" and not name.startswith("<") and passes_through(frame, lineno, pos, nxt):
+        if owner == "advisor" and not name.startswith("<") and passes_through(frame, lineno, pos, nxt, inner_passes):
             owner = "advisor-pass"
+        inner_passes = owner == "advisor-pass"
         out.append(_Entry(owner, _display(name, lineno, finder), linecache.getline(name, lineno).strip()))
+    out.reverse()
     return out
 
 
@@ -161,10 +165,13 @@ def _message(exc: BaseException) -> str:
     return text[len(name) + 2:] if text.startswith(name + ": ") else ("" if text == name else text)
 
 
-def passes_through(frame: types.FrameType, lineno: int, pos, nxt: types.FrameType | None) -> bool:
+def passes_through(frame: types.FrameType, lineno: int, pos, nxt: types.FrameType | None,
+                   inner_passes: bool = False) -> bool:
     """Whether the call in progress on this advisor line is a call of what it wraps: a plain
     name bound in the frame (a local, or a closure's: ``real_open(...)``, ``orig(*a, **k)``)
-    to a builtin, or to a function that is not advisor's and is the frame entered next."""
+    to a builtin, or to a function that is the frame entered next and is not advisor's, or is
+    another of advisor's wrappers that passed the call on itself (``inner_passes``: the
+    sandbox's open wrapping the observer's, which wraps the builtin)."""
     call = _call_in_progress(frame, lineno, pos)
     if call is None or not isinstance(call.func, ast.Name):
         return False
@@ -181,7 +188,7 @@ def passes_through(frame: types.FrameType, lineno: int, pos, nxt: types.FrameTyp
     # call failed as it bound advisor's arguments (an option the wrapped function lacks)
     if code is None or nxt is None or nxt.f_code is not code:
         return False
-    return not os.path.realpath(code.co_filename).startswith(_ADVISOR)
+    return inner_passes or not os.path.realpath(code.co_filename).startswith(_ADVISOR)
 
 
 def _is_builtin(obj) -> bool:

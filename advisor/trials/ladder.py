@@ -314,7 +314,8 @@ class _Ladder:
         rec.update(status=status, reason=reason, gain_vs_previous=gain, threshold=used,
                    runs=len(runs), reference_runs=len(self.ref_runs), noise_at_verdict=self.noise)
         if status == "failed":
-            rec["failure"] = failures.of_trial(runs, reason)
+            rec["failure"] = failures.under_fixes(failures.of_trial(runs, reason), self.base,
+                                                  [p.key for p in cand.parts])
         if len(runs) > 1:
             rec["step_time_ms"] = measure.mean_step_ms(runs)
             rec["speedup_vs_baseline"] = measure.plus_one(measure.pooled_gain(runs, self.groups[0]))
