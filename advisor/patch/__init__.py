@@ -82,24 +82,11 @@ def make_patch(script_path: str, fixes: list[dict], config: dict, root: str | No
         if fix.get("required_by"):
             note = {**note, "required_by": fix["required_by"], "why": fix.get("reason")}
         notes.append({"intervention": name, **note})
-    _mark_superseded(registry, notes)
+    # a kept fix another placed fix supersedes: advisor.patch.supersede, around this call
     diff = ctx.render(notes)
     if texts is not None:   # the patched files' texts, for advisor.verify
         texts.update(ctx.texts)
     return diff, notes
-
-
-def _mark_superseded(registry, notes: list[dict]) -> None:
-    """A kept fix whose arguments a later edit replaced at the same call says so (Fix.supersedes):
-    its note listed num_workers=8 while the diff (preload-dataset) wrote num_workers=0."""
-    placed = {n.get("intervention") for n in notes if n.get("applied")}
-    for n in notes:
-        by = next((k for k in sorted(placed) if n.get("intervention") in registry.trait(k, "supersedes", ())),
-                  None)
-        if by and n.get("applied"):
-            n["superseded_by"] = by
-            text = f"superseded by {by}: its DataLoader arguments are not in the diff, only its non_blocking copies"
-            n["warning"] = f"{n['warning']}; {text}" if n.get("warning") else text
 
 
 def _with_required(registry, fixes: list[dict], config: dict) -> list[dict]:
