@@ -85,7 +85,8 @@ def _no_room(lad) -> str | None:
     floor = f"; a trial that fits alone is judged against the {measure.acceptance_threshold(0.0):.1%} floor" \
         if lad.queue else ""
     return (f"not timed again: the baseline's stage took {used:.0f} s of the {ctx.budget_s:.0f} s budget, "
-            f"no room for {after} ({per:.0f} s a process){floor}; --budget {minutes} gives them room")
+            f"no room for {after} ({per:.0f} s a process){floor}; --budget {minutes} gives "
+            f"{'them' if lad.queue else 'it'} room")
 
 
 def _retime(lad, repeat: dict) -> bool:
