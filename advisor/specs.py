@@ -15,6 +15,7 @@ class AnalyzeOptions:
     profile_steps: int = 3
     measure_steps: int = 20
     measure_min_s: float = 0.0
+    measure_max_s: float | None = None   # a window of long steps closes at this length (runner/window.py)
     timeout: float = 1800.0
     step_timeout: float = 300.0
     stall_timeout: float | None = None   # None: runner.parent.stall_limit's rule
@@ -39,6 +40,17 @@ OUTPUT_FILE = "stdout.txt"
 CREATED_FILE = "created.json"
 
 
+# The share of the analyze's budget one timed window may last (runner/window.py: a window of
+# long steps closes there, on 5 steps at least): the baseline, its repeat and a trial must all
+# fit, with their warm-up, profile and start-up.
+WINDOW_SHARE = 0.15
+
+
+def window_cap_s(budget_s: float) -> float:
+    """A timed window's longest, for an analyze of this budget."""
+    return WINDOW_SHARE * budget_s
+
+
 def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeOptions,
               interventions: list | None = None, run_name: str | None = None) -> dict:
     # argv[0] is the script path exactly as the user typed it, as python would set it.
@@ -52,6 +64,7 @@ def make_spec(script: str, script_args: list[str], run_dir: Path, opts: AnalyzeO
         "profile_steps": opts.profile_steps,
         "measure_steps": opts.measure_steps,
         "measure_min_s": opts.measure_min_s,
+        "measure_max_s": opts.measure_max_s,
         "record_memory": opts.record_memory,
         "with_stack": opts.with_stack,
         "record_shapes": opts.record_shapes,

@@ -229,6 +229,38 @@ def test_a_window_of_long_steps_closes_once_its_mean_is_known_on_a_fake_clock(mo
     assert window.known([10.0] * 8) and not window.known([10.0, 10.0, 12.0, 12.0] * 2)
 
 
+def test_a_window_of_steps_too_long_for_the_budget_closes_at_its_share_on_a_fake_clock(monkeypatch):
+    """Steps of about 10 s that drift (a CPU step on a loaded host): the 20 asked would take
+    most of a 240 s budget. With max_s 36 s (specs.window_cap_s) the window closes after 5 steps
+    (47.5 s: at 37 s it held 4, fewer than BY_TIME_MIN); without a cap it runs to the 20 asked;
+    a --min-time above the cap is kept; steps whose mean is known close as before."""
+    from advisor import specs
+    from advisor.runner import window
+
+    clock = _Clock()
+    monkeypatch.setattr(window, "perf_counter", clock)
+
+    def spread(w, n=20):
+        w.start()
+        for k in range(1, n + 1):
+            clock.advance(8.0 + 0.5 * k)   # 8.5 s, 9 s, ...: slowing, no precise mean
+            if w.step(0.0):
+                return k
+        return None
+
+    assert spread(window.Window(20, 1.0, max_s=specs.window_cap_s(240.0))) == window.BY_TIME_MIN
+    w = window.Window(20, 1.0, max_s=36.0)
+    spread(w)
+    assert w.closed_by == "budget"
+    w = window.Window(20, 1.0)
+    assert spread(w) == 20 and w.closed_by == "steps"
+    w = window.Window(20, 80.0, max_s=36.0)   # --min-time 80 asks for more: it is kept
+    assert spread(w) == 8 and w.closed_by == "budget"
+    w = window.Window(20, 1.0, max_s=36.0)
+    w.start()
+    assert _steps_until_closed(w, clock, 0.5) == window.MIN_KEPT and w.closed_by == "precise"
+
+
 def test_an_evaluation_pass_is_taken_out_of_the_step_it_fell_in_on_a_fake_clock(monkeypatch):
     """runner/oneoffs.py and runner/window.py on an injected clock: .eval() on the trained
     model to its .train() is an evaluation pass, taken out of the step it fell in (the step

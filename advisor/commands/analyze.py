@@ -15,6 +15,7 @@ import orjson
 from advisor import results, rundir, specs
 from advisor.commands import err, fail as _fail, say
 from advisor.pipeline import Analyze, StageOptions, interrupted
+from advisor.trials.process import default_budget_s
 
 EXIT_INTERRUPTED = 130  # as a shell reports a command Ctrl-C stopped (128 + SIGINT)
 _last_stage: list[str] = []
@@ -147,7 +148,9 @@ def cmd_analyze(ns: argparse.Namespace, script: str, script_args: list[str]) -> 
     except ValueError as exc:
         return _fail(f"--apply: {exc}", 2)
     opts = specs.AnalyzeOptions(
-        warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, measure_min_s=ns.min_time, timeout=ns.timeout,
+        warmup=ns.warmup, profile_steps=ns.profile_steps, measure_steps=ns.steps, measure_min_s=ns.min_time,
+        # the budget's default by the GPUs is known after the baseline: the one-GPU one here
+        measure_max_s=specs.window_cap_s(ns.budget * 60.0 if ns.budget else default_budget_s(1)), timeout=ns.timeout,
         step_timeout=ns.step_timeout, stall_timeout=ns.stall_timeout, out=ns.out, record_memory=ns.memory,
         with_stack=ns.with_stack, record_shapes=ns.shapes, rules_dirs=ns.rules,
         thresholds=ns.thresholds, verbose=getattr(ns, "verbose", False),

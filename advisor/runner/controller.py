@@ -63,7 +63,8 @@ class Controller:
         if self.run.world_size > 1:   # every rank stops at the same step: counted in steps alone (runner/ranks.py)
             self.window = Window(self.clock.measure_n, 0.0, None)
         else:
-            self.window = Window(self.clock.measure_n, spec.get("measure_min_s", 0.0), self.oneoffs)
+            self.window = Window(self.clock.measure_n, spec.get("measure_min_s", 0.0), self.oneoffs,
+                                 max_s=spec.get("measure_max_s"))
         self.flops = StepFlops(self) if spec.get("count_flops") else None  # one warm-up step's FLOPs
         # Attached by session.install, or later:
         self.observer = None        # observe.Observer
@@ -278,6 +279,10 @@ class Controller:
             self.progress("measure", n, left_out=True)  # a one-off step (runner/oneoffs.py)
         if last:
             self.clock.window_closed()
+            if window.closed_by == "budget":
+                self.note(f"the timed window closed at {window.window_ms / 1e3:.0f} s, its share of the analyze's "
+                          f"budget: {len(window.step_times_ms)} of the {window.steps} steps asked timed "
+                          f"(a longer --budget times more)")
             self.outcome.stage = "timed"
             self.save()
             if self.clock.profile_n > 0:

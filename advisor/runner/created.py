@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import builtins
 import io
-import json
 import os
 import tempfile
 

@@ -37,12 +37,18 @@ ALIGN = 1
 PRECISION = 0.01
 BLOCKS = 4
 MIN_KEPT = 8
+# A window of steps so long that the steps asked would spend the analyze's budget alone (a CPU
+# step of 10 s on a loaded host: 20 steps, 200 s of a 240 s budget) closes once it has lasted
+# max_s (specs: a share of the budget) and holds BY_TIME_MIN steps: an answer on fewer, steadier
+# figures, and the budget left for what comes after. Never before min_s.
+BY_TIME_MIN = 5
 
 
 class Window:
-    def __init__(self, steps: int, min_s: float, one_offs=None):
+    def __init__(self, steps: int, min_s: float, one_offs=None, max_s: float | None = None):
         self.steps = max(0, int(steps))
         self.min_s = max(0.0, float(min_s))
+        self.max_s = max(float(max_s), self.min_s) if max_s else None
         self.cap = CAP * self.steps
         self.batches_per_epoch: int | None = None  # len() of the training loop's DataLoader
         self.step_times_ms: list[float] = []
@@ -55,7 +61,7 @@ class Window:
         self.left_out: dict[str, int] = {}  # steps left out, by why
         self.left_out_ms = 0.0
         self.gc = GcClock()   # Python's collections in the window (runner/gctime.py)
-        self.closed_by: str | None = None   # "steps", "min_time", "cap", "epochs", "precise"
+        self.closed_by: str | None = None   # "steps", "min_time", "cap", "epochs", "precise", "budget"
 
     def start(self) -> None:
         try:
@@ -123,6 +129,8 @@ class Window:
         return self.closed_by is not None
 
     def _why_complete(self, k: int, elapsed: float, times_ms: list[float]) -> str | None:
+        if self.max_s is not None and BY_TIME_MIN <= k < self.steps and elapsed >= self.max_s:
+            return "budget"
         per_epoch = self.batches_per_epoch
         if per_epoch and per_epoch <= ALIGN * self.steps:
             if k < self.steps or k % per_epoch:
