@@ -161,3 +161,48 @@ def _query_tb_profiler_fixture():
     """The query_tb_profiler(logdir, runs=None, timeout=90.0) -> dict function above."""
     return query_tb_profiler
 
+
+
+# Tests that start processes (the script under advisor, TensorBoard, Chromium) are marked
+# `process` at collection, by what the test's own code and its fixtures' code call: `-m "not
+# process"` is the suite that runs in-process alone (a minute), `-m process` the rest.
+_STARTS_PROCESSES = ("subprocess.", "Popen(", "run_child(", "run_many(", "HeldChild(", "WarmChild(", "_analyze(",
+                     "analyze(", "tensorboard_server(", "query_tb_profiler", "chromium", "run_script(", "_run(")
+
+
+def _starts_processes(fn, depth: int = 3, seen=None) -> bool:
+    """fn's source calls what starts a process, itself or through the module's helpers it calls
+    (``depth`` levels: a test calling ``_analyze(...)`` that calls ``subprocess.run``)."""
+    import inspect
+    import types
+
+    seen = set() if seen is None else seen
+    if id(fn) in seen:
+        return False
+    seen.add(id(fn))
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return False
+    if any(s in src for s in _STARTS_PROCESSES):
+        return True
+    code, glb = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
+    if depth <= 0 or code is None:
+        return False
+    names = set(code.co_names) | {n for c in code.co_consts if isinstance(c, types.CodeType) for n in c.co_names}
+    helpers = [glb[n] for n in names if isinstance(glb.get(n), types.FunctionType)]
+    return any(_starts_processes(h, depth - 1, seen) for h in helpers)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "process: the test starts processes (the script under advisor, a server)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fn = getattr(item, "function", None)
+        fixtures = getattr(item, "_fixtureinfo", None)
+        defs = [d.func for name in (fixtures.names_closure if fixtures else ())
+                for d in (fixtures.name2fixturedefs.get(name) or ())]
+        if fn is not None and any(_starts_processes(f) for f in [fn, *defs]):
+            item.add_marker(pytest.mark.process)

@@ -239,7 +239,9 @@ def test_tensorboard_lists_every_trial_of_a_run(slow_run, query_tb_profiler):
     _, tmp = slow_run
     doc = json.loads((tmp / "run" / "run.json").read_text())
     names = ["baseline"] + [t["name"] for t in doc["trials"] if t.get("traces")]
-    assert len(names) >= 3
+    # how many trials the ladder reaches moves with the host's noise (one on a loaded 2-core
+    # host, where it stops early); each that has a trace is listed beside the baseline's
+    assert len(names) >= 2
     info = query_tb_profiler(tmp / "run" / "tb", runs=names)
     assert set(names) <= set(info["runs"])
     assert info["overview"]["baseline"]
