@@ -199,10 +199,28 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    per_file: dict = {}
     for item in items:
         fn = getattr(item, "function", None)
         fixtures = getattr(item, "_fixtureinfo", None)
         defs = [d.func for name in (fixtures.names_closure if fixtures else ())
                 for d in (fixtures.name2fixturedefs.get(name) or ())]
-        if fn is not None and any(_starts_processes(f) for f in [fn, *defs]):
+        starts = fn is not None and any(_starts_processes(f) for f in [fn, *defs])
+        if starts:
             item.add_marker(pytest.mark.process)
+        key = str(getattr(item, "path", item.fspath))
+        per_file[key] = per_file.get(key, 0) + int(starts)
+    # the longest files first (tests/durations.json, measured), each file's tests in their
+    # order: with several workers (xdist, a file each) the long files do not all come last
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")) as f:
+            took = json.load(f)["files"]
+    except (OSError, ValueError, KeyError):
+        took = {}
+    order = {f: i for i, f in enumerate(per_file)}
+
+    def weight(it) -> tuple:
+        path = str(getattr(it, "path", it.fspath))
+        return -float(took.get(os.path.basename(path), 0)), order[path]
+
+    items.sort(key=weight)
