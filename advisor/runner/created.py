@@ -13,8 +13,9 @@ trial would make it again. The rest (output directories, logs, checkpoints) the 
 processes see as deleted (runner/sandbox.py ``hide``), in both sandbox modes.
 
 Only the baseline records (spec ``record_created``), in its main process (a DataLoader
-worker's reads are its own), into FILE in its run directory; advisor's own directories, the
-temporary directory and libraries' caches are left out."""
+worker's reads are its own), into FILE in its run directory; advisor's own directories,
+libraries' caches and what tempfile and multiprocessing name in the temporary directory are
+left out."""
 
 from __future__ import annotations
 
