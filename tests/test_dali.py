@@ -238,7 +238,7 @@ def dali_run(tmp_path_factory) -> Path:
     args = ["--device", "cpu", "--steps", "40", "--batch-size", "8", "--image-size", "32", "--num-images", "160",
             "--workers", "1", "--out", str(work)]
     proc = subprocess.run([sys.executable, "-m", "advisor", "analyze", "--fix", "dali", "--out", str(work / "run"),
-                           "--budget", "3", str(REPO / "examples" / "imagefolder.py"), *args],
+                           "--budget", "5", str(REPO / "examples" / "imagefolder.py"), *args],
                           cwd=work, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return work
