@@ -25,6 +25,7 @@ import os
 import tempfile
 
 from advisor.runner._util import Patcher
+from advisor.runner.sandbox import at_or_above, library_caches
 
 FILE = "created.json"   # advisor.specs.CREATED_FILE: the parent names it in every sandboxed spec
 LIMIT = 500        # top-most created paths kept; a script making more is judged on the first ones
@@ -51,8 +52,6 @@ def _exists(full: str) -> bool:
 
 class Created:
     def __init__(self, run_dir: str, also_left_out=()):
-        from advisor.runner.sandbox import library_caches
-
         self.file = os.path.join(run_dir, FILE)
         left = [run_dir, "/dev", "/proc", "/sys", *also_left_out, *library_caches()]
         self.left_out = sorted({d for p in left for d in (os.path.abspath(p), os.path.realpath(p))})
@@ -95,16 +94,7 @@ class Created:
 
     def _top(self, full: str) -> str | None:
         """The created path that is ``full`` or a directory above it."""
-        if not self.paths:
-            return None
-        p = full
-        while True:
-            if p in self.paths:
-                return p
-            up = os.path.dirname(p)
-            if up == p:
-                return None
-            p = up
+        return at_or_above(full, self.paths.__contains__) if self.paths else None
 
     def reading(self, path) -> None:
         if not self.paths or os.getpid() != self._pid:

@@ -33,11 +33,9 @@ def watch(note=None) -> threading.Thread | None:
 
 
 def _watch(parent: int, note) -> None:
-    me = os.getpid()
+    me = os.getpid()   # a forked copy (a DataLoader worker) has no copy of this thread
     while os.getppid() == parent:
         time.sleep(POLL_S)
-        if os.getpid() != me:   # a forked copy has no threads; this cannot run there, but say so
-            return
     if note is not None:
         try:
             note(NOTE)

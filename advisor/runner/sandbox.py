@@ -68,6 +68,17 @@ def library_caches(existing: bool = False) -> list[str]:
     return [p for p in out if not existing or os.path.isdir(p)]
 
 
+def at_or_above(path: str, found) -> str | None:
+    """The first of ``path`` and the directories above it that ``found`` says yes to, else None."""
+    while True:
+        if found(path):
+            return path
+        up = os.path.dirname(path)
+        if up == path:
+            return None
+        path = up
+
+
 def _under(path: str, dirs) -> bool:
     return any(path == d or path.startswith(d + os.sep) for d in dirs)
 
@@ -209,24 +220,12 @@ class Sandbox:
         return path
 
     def deleted_at(self, full: str) -> bool:
-        """Was the user's path `full`, or a directory above it, deleted in the sandbox?"""
-        while True:
-            if full in self.deleted:
-                return True
-            up = os.path.dirname(full)
-            if up == full:
-                return False
-            full = up
+        """Was the user's path `full`, or a directory above it, deleted in the sandbox (or hidden)?"""
+        return bool(self.deleted) and at_or_above(full, self.deleted.__contains__) is not None
 
     def _near(self, a: str) -> bool:
         """Is the absolute path `a`, or a directory above it, a redirected or deleted path?"""
-        while True:
-            if a in self.redirected or a in self.deleted:
-                return True
-            up = os.path.dirname(a)
-            if up == a:
-                return False
-            a = up
+        return at_or_above(a, lambda p: p in self.redirected or p in self.deleted) is not None
 
     def copy_of(self, full: str) -> str | None:
         """The redirected copy of a user's path, when one was written."""

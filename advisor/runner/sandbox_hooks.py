@@ -57,7 +57,7 @@ def _copy_up(path, dest: str) -> None:
 def _copy_up_seen(sb: Sandbox, full, dest: str) -> None:
     """_copy_up of a user's file the script still sees: one deleted in the sandbox (or hidden:
     the baseline made it) starts empty, as a new file would."""
-    if full is not None and not (sb.deleted and sb.deleted_at(full)):
+    if full is not None and not sb.deleted_at(full):
         _copy_up(full, dest)
 
 
@@ -162,7 +162,7 @@ def _real_dir(sb: Sandbox, path) -> bool:
     """A directory of the user's that exists (and was not deleted in the sandbox): making it
     again changes nothing, and fails or not as it would for real."""
     full = real(path)
-    return full is not None and not (sb.deleted and sb.deleted_at(full)) and full not in sb.redirected \
+    return full is not None and not sb.deleted_at(full) and full not in sb.redirected \
         and _isdir(full) and not _lexists(sb.redirect_of(full))
 
 
